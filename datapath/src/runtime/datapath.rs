@@ -262,28 +262,27 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
     /// Takes in every message the agent has sent, flushes queued sends and runs timers.
     /// Returns the number of agent messages handled. Never blocks.
     pub fn poll(&mut self) -> usize {
-        let mut handled = 0;
-        loop {
-            let mut buf = std::mem::take(&mut self.recv_buf);
-            let got = self.transport.try_recv(&mut buf);
-            let n = match got {
-                Ok(Some(n)) => n,
-                Ok(None) => {
-                    self.recv_buf = buf;
-                    break;
-                }
-                Err(e) => {
-                    self.recv_buf = buf;
-                    debug!(error = %e, "receive from agent failed");
-                    break;
-                }
-            };
-            handled += self.recv_msgs(&buf[..n]);
-            self.recv_buf = buf;
-        }
+        let handled = self.drain_incoming();
         let now = self.clock.now_ns();
         self.flush();
         self.check_link(now);
+        handled
+    }
+
+    fn drain_incoming(&mut self) -> usize {
+        let mut handled = 0;
+        let mut buf = std::mem::take(&mut self.recv_buf);
+        loop {
+            match self.transport.try_recv(&mut buf) {
+                Ok(Some(n)) => handled += self.recv_msgs(&buf[..n]),
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(error = %e, "receive from agent failed");
+                    break;
+                }
+            }
+        }
+        self.recv_buf = buf;
         handled
     }
 
@@ -328,8 +327,14 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
             l @ DecodeError::Limit(_) => RuntimeError::Decode(l),
         })?;
         let now = self.clock.now_ns();
-        self.heard_from_agent(now);
         self.stats.msgs_received += 1;
+        if self.link.in_fallback && matches!(msg, AgentMsg::UpdateField { .. }) {
+            // Written before the agent went quiet (or by an agent that lost the flow): it
+            // neither proves the agent is back nor applies to a flow on the fallback rule.
+            debug!("window update ignored: flow is on the fallback rule");
+            return Ok(());
+        }
+        self.heard_from_agent(now);
         match msg {
             AgentMsg::Install {
                 program_uid,
@@ -400,9 +405,11 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
     }
 
     fn install(&mut self, program: Program, now: u64) -> Result<(), RuntimeError> {
-        // A READY we sent (or uid 1, libccp's marker of a fresh portus) means a new agent
-        // session: its programs replace all earlier ones.
-        if self.link.new_generation_pending || program.uid == 1 {
+        // A READY we sent, or uid 1 (libccp's marker of a freshly started portus) when it is
+        // not a repeat of the installed uid 1, means a new agent session: its programs
+        // replace all earlier ones.
+        let fresh_agent = program.uid == 1 && !self.programs.iter().flatten().any(|p| p.uid == 1);
+        if self.link.new_generation_pending || fresh_agent {
             self.link.new_generation_pending = false;
             self.new_generation(now);
         }
@@ -488,6 +495,12 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
             self.link.backoff_ns = self.cfg.retry_initial_ns;
         }
         if self.link.in_fallback && now >= self.link.next_ready_ns {
+            // An answer may already be waiting: read it before asking again, so a returning
+            // agent is not made to recreate its flows twice.
+            self.drain_incoming();
+            if !self.link.in_fallback {
+                return;
+            }
             self.send_ready(now);
             for slot in 0..self.conns.len() {
                 if self.conns[slot].as_ref().is_some_and(|c| c.needs_create) {

@@ -31,6 +31,9 @@ pub mod transport;
 pub mod vm;
 pub mod wire;
 
+#[cfg(test)]
+mod tests;
+
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use datapath::Datapath;
 pub use transport::{ChannelTransport, NoAgent, Transport, UnixTransport};

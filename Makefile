@@ -1,0 +1,28 @@
+# The two commands of this project: `make run` and `make test`. Both install what they need.
+SHELL := /bin/bash
+CARGO ?= cargo
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian packages: clang and libclang for bindgen (the libccp oracle in the conformance tests).
+APT_PACKAGES := clang libclang-dev
+
+.PHONY: run test deps bench
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+run: deps
+	$(CARGO) run --release -q -p ccp-eval -- demo
+
+test: deps
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) test --workspace
+
+bench: deps
+	$(CARGO) bench -p ccp-datapath
