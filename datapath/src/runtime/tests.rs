@@ -482,3 +482,61 @@ fn connection_table_is_bounded_and_slots_are_reused() {
         Err(RuntimeError::UnknownConnection(0))
     ));
 }
+
+mod robustness {
+    //! Whatever bytes arrive, the runtime answers with errors, never a panic, and its flows
+    //! keep running.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn valid_messages() -> Vec<Vec<u8>> {
+        let (ins, sc) = install_msg(COUNTER);
+        let upd = update_field::Msg {
+            sid: 1,
+            num_fields: 1,
+            fields: vec![(PReg::Implicit(4, Type::Num(None)), 9_000)],
+        };
+        vec![
+            ins,
+            change_prog(1, sc.program_uid, Some(20_000)),
+            serialize(&upd).expect("ser"),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let (mut dp, _script, _clock) = setup();
+            let sid = flow(&mut dp);
+            dp.recv_msgs(&bytes);
+            let _ = dp.recv_msg(&bytes);
+            prop_assert!(dp.invoke(sid, &ack(10_000)).is_ok());
+        }
+
+        #[test]
+        fn mutated_messages_never_panic(
+            which in 0usize..3,
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+            cut in any::<usize>(),
+        ) {
+            let (mut dp, _script, clock) = setup();
+            let sid = flow(&mut dp);
+            let msgs = valid_messages();
+            dp.recv_msgs(&msgs[0]);
+            let mut m = msgs[which].clone();
+            for (pos, byte) in flips {
+                let i = pos % m.len();
+                m[i] = byte;
+            }
+            m.truncate(cut % (m.len() + 1));
+            dp.recv_msgs(&m);
+            for _ in 0..20 {
+                clock.advance_ns(MS);
+                let a = dp.invoke(sid, &ack(10_000));
+                prop_assert!(a.is_ok());
+            }
+        }
+    }
+}
