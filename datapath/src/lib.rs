@@ -15,3 +15,4 @@
 
 pub mod agent;
 pub mod runtime;
+pub mod sim;

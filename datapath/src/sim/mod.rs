@@ -1,0 +1,22 @@
+//! A deterministic discrete-event network simulator in virtual time (nanoseconds).
+//!
+//! A dumbbell: flows share one bottleneck ([`link`]) with a drop-tail buffer, random loss and
+//! a constant rate or a mahimahi trace; each flow has its own propagation delay. Senders are
+//! TCP-like ([`tcp`]): window and pacing, a full SACK scoreboard, RFC 9002-style loss
+//! detection, RTO with backoff and Linux-style delivery-rate samples; every ACK feeds the CCP
+//! datapath runtime the primitives ccp-kernel gives libccp. A portus agent can run in
+//! lock-step with virtual time ([`lockstep`]), so a run depends on its seed only.
+//!
+//! Start reading at [`network::Simulation`]. The same seed gives the same result bit for bit.
+
+pub mod link;
+pub mod lockstep;
+pub mod network;
+pub mod rng;
+pub mod tcp;
+
+pub use link::{LinkRate, Trace};
+pub use lockstep::LockstepAgent;
+pub use network::{
+    FlowResult, FlowSpec, LinkSpec, Scheme, SimConfig, SimError, SimResult, Simulation,
+};

@@ -1,0 +1,602 @@
+//! The dumbbell network and its event loop.
+//!
+//! N senders share one bottleneck; each flow has its own one-way propagation delay, applied
+//! after the bottleneck and again on the ACK path. Receivers acknowledge every packet at
+//! once. CCP flows run through one [`Datapath`] runtime (virtual-time clock) whose agent, if
+//! any, runs in lock-step ([`super::lockstep`]); built-in flows run a fixed window or the
+//! runtime's Reno rule with no agent.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use thiserror::Error;
+
+use super::link::{Admit, Bottleneck, LinkPacket, LinkRate};
+use super::lockstep::{LockstepAgent, LockstepError};
+use super::rng::Rng;
+use super::tcp::Sender;
+use crate::runtime::fallback::RenoFallback;
+use crate::runtime::transport::{NoAgent, RecvError, SendError, Transport};
+use crate::runtime::{Datapath, DatapathConfig, FlowInfo, ManualClock, RuntimeError};
+
+/// The bottleneck.
+#[derive(Debug, Clone)]
+pub struct LinkSpec {
+    /// Drain rate.
+    pub rate: LinkRate,
+    /// Drop-tail buffer, bytes.
+    pub buffer_bytes: u64,
+    /// Random loss probability on entry.
+    pub loss: f64,
+}
+
+/// How a flow's window is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scheme {
+    /// The CCP agent's algorithm of this name (through the datapath runtime).
+    Ccp {
+        /// Algorithm name as registered with portus.
+        alg: String,
+    },
+    /// Built-in Reno with no agent (the runtime's fallback rule).
+    Reno,
+    /// A constant window, bytes.
+    Fixed {
+        /// Window, bytes.
+        cwnd_bytes: u32,
+    },
+}
+
+/// One flow.
+#[derive(Debug, Clone)]
+pub struct FlowSpec {
+    /// Window control.
+    pub scheme: Scheme,
+    /// Start time, ns.
+    pub start_ns: u64,
+    /// Bytes to send (`None`: until the end of the run).
+    pub size_bytes: Option<u64>,
+    /// One-way propagation delay, ns (the minimum RTT is twice this plus serialization).
+    pub one_way_delay_ns: u64,
+    /// Segment size, bytes.
+    pub mss_bytes: u32,
+    /// Initial window, bytes.
+    pub init_cwnd_bytes: u32,
+}
+
+impl FlowSpec {
+    /// A long-running flow from time 0 with 1448-byte segments and a 10-segment initial window.
+    pub fn bulk(scheme: Scheme, one_way_delay_ns: u64) -> Self {
+        Self {
+            scheme,
+            start_ns: 0,
+            size_bytes: None,
+            one_way_delay_ns,
+            mss_bytes: 1448,
+            init_cwnd_bytes: 10 * 1448,
+        }
+    }
+}
+
+/// A whole run.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Virtual duration, ns.
+    pub duration_ns: u64,
+    /// The bottleneck.
+    pub link: LinkSpec,
+    /// The flows.
+    pub flows: Vec<FlowSpec>,
+    /// Delay between a report reaching the agent and its answer reaching the datapath, ns.
+    pub agent_latency_ns: u64,
+    /// Interval of the per-flow time series, ns (0: none).
+    pub sample_interval_ns: u64,
+    /// Datapath runtime settings.
+    pub datapath: DatapathConfig,
+}
+
+/// Why a run failed.
+#[derive(Debug, Error)]
+pub enum SimError {
+    /// A CCP flow with no agent to control it.
+    #[error("flow {0} uses a CCP scheme but the simulation has no agent")]
+    NoAgent(usize),
+    /// The lock-step agent failed.
+    #[error(transparent)]
+    Agent(#[from] LockstepError),
+    /// The datapath runtime refused an operation.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// One point of a flow's time series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    /// Time, ns.
+    pub t_ns: u64,
+    /// Window, bytes.
+    pub cwnd_bytes: u32,
+    /// Bytes delivered so far.
+    pub delivered_bytes: u64,
+}
+
+/// What happened to one flow.
+#[derive(Debug, Clone, Default)]
+pub struct FlowResult {
+    /// Start time, ns.
+    pub start_ns: u64,
+    /// When its last byte was delivered, ns (finite flows).
+    pub completion_ns: Option<u64>,
+    /// Bytes delivered to the receiver.
+    pub delivered_bytes: u64,
+    /// Packets sent (retransmissions included).
+    pub packets_sent: u64,
+    /// Packets the bottleneck dropped (tail drop and random loss).
+    pub packets_dropped: u64,
+    /// Packets the sender declared lost.
+    pub packets_lost: u64,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Every RTT sample, µs.
+    pub rtt_samples_us: Vec<u32>,
+    /// Time each delivered packet spent in the bottleneck queue before its service, µs.
+    pub queue_delay_samples_us: Vec<u32>,
+    /// Smallest RTT seen, ns.
+    pub min_rtt_ns: u64,
+    /// Time series (see [`SimConfig::sample_interval_ns`]).
+    pub series: Vec<Sample>,
+    /// ACKs on which a program fault stopped the flow's invocation.
+    pub vm_faults: u64,
+}
+
+impl FlowResult {
+    /// Mean goodput over the flow's active time, bits per second.
+    pub fn throughput_bps(&self, end_ns: u64) -> f64 {
+        let end = self.completion_ns.unwrap_or(end_ns);
+        let secs = end.saturating_sub(self.start_ns) as f64 / 1e9;
+        if secs <= 0.0 {
+            0.0
+        } else {
+            self.delivered_bytes as f64 * 8.0 / secs
+        }
+    }
+
+    /// Mean RTT, µs.
+    pub fn mean_rtt_us(&self) -> f64 {
+        mean(&self.rtt_samples_us)
+    }
+
+    /// Mean queueing delay, µs.
+    pub fn mean_queue_delay_us(&self) -> f64 {
+        mean(&self.queue_delay_samples_us)
+    }
+}
+
+fn mean(v: &[u32]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64
+    }
+}
+
+/// What happened in a run.
+#[derive(Debug, Clone, Default)]
+pub struct SimResult {
+    /// Per flow, in configuration order.
+    pub flows: Vec<FlowResult>,
+    /// Virtual time simulated, ns.
+    pub duration_ns: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Packets offered to the bottleneck.
+    pub link_packets: u64,
+    /// Tail drops.
+    pub tail_drops: u64,
+    /// Random losses.
+    pub random_drops: u64,
+}
+
+/// The datapath runtime's transport inside the simulator.
+pub enum SimTransport {
+    /// A lock-step portus agent.
+    Agent(LockstepAgent),
+    /// No agent.
+    None(NoAgent),
+}
+
+impl Transport for SimTransport {
+    fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
+        match self {
+            SimTransport::Agent(a) => a.send(msg),
+            SimTransport::None(n) => n.send(msg),
+        }
+    }
+
+    fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, RecvError> {
+        match self {
+            SimTransport::Agent(a) => a.try_recv(buf),
+            SimTransport::None(n) => n.try_recv(buf),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Start(usize),
+    Depart,
+    Ack { flow: usize, pn: u64 },
+    Rto(usize),
+    Wake(usize),
+    AgentAnswers,
+    Sample,
+}
+
+enum Control {
+    Ccp { sid: u32 },
+    Reno(RenoFallback),
+    Fixed,
+}
+
+struct FlowState {
+    spec: FlowSpec,
+    sender: Sender,
+    control: Control,
+    started: bool,
+    done: bool,
+    rto_event_at: Option<u64>,
+    wake_at: Option<u64>,
+    result: FlowResult,
+}
+
+/// A simulation ready to run.
+pub struct Simulation {
+    cfg: SimConfig,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    link: Bottleneck,
+    flows: Vec<FlowState>,
+    dp: Datapath<SimTransport, ManualClock>,
+    clock: ManualClock,
+    /// Agent answers waiting for their delivery time.
+    answers: VecDeque<(u64, Vec<u8>)>,
+    result: SimResult,
+}
+
+impl Simulation {
+    /// Builds a run; `agent` drives the CCP flows (required if any flow uses [`Scheme::Ccp`]).
+    pub fn new(cfg: SimConfig, agent: Option<LockstepAgent>) -> Result<Self, SimError> {
+        if agent.is_none()
+            && let Some(i) = cfg
+                .flows
+                .iter()
+                .position(|f| matches!(f.scheme, Scheme::Ccp { .. }))
+        {
+            return Err(SimError::NoAgent(i));
+        }
+        let clock = ManualClock::new(0);
+        let transport = match agent {
+            Some(a) => SimTransport::Agent(a),
+            None => SimTransport::None(NoAgent),
+        };
+        let dp = Datapath::new(cfg.datapath.clone(), transport, clock.clone());
+        let link = Bottleneck::new(
+            cfg.link.rate.clone(),
+            cfg.link.buffer_bytes,
+            cfg.link.loss,
+            Rng::derive(cfg.seed, 1),
+        );
+        let flows = cfg
+            .flows
+            .iter()
+            .map(|spec| FlowState {
+                sender: Sender::new(spec.mss_bytes, spec.init_cwnd_bytes, spec.size_bytes),
+                control: Control::Fixed,
+                started: false,
+                done: false,
+                rto_event_at: None,
+                wake_at: None,
+                result: FlowResult {
+                    start_ns: spec.start_ns,
+                    ..FlowResult::default()
+                },
+                spec: spec.clone(),
+            })
+            .collect();
+        let mut sim = Self {
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            link,
+            flows,
+            dp,
+            clock,
+            answers: VecDeque::new(),
+            result: SimResult::default(),
+            cfg,
+        };
+        for (i, f) in sim.cfg.flows.iter().enumerate() {
+            sim.queue
+                .push(Reverse((f.start_ns, i as u64, Ev::Start(i))));
+        }
+        sim.seq = sim.cfg.flows.len() as u64;
+        if sim.cfg.sample_interval_ns > 0 {
+            sim.schedule(0, Ev::Sample);
+        }
+        sim.sync_agent()?;
+        Ok(sim)
+    }
+
+    fn schedule(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((t, self.seq, ev)));
+    }
+
+    /// Runs to the configured duration and returns what happened.
+    pub fn run(mut self) -> Result<SimResult, SimError> {
+        while let Some(Reverse((t, _, ev))) = self.queue.pop() {
+            if t > self.cfg.duration_ns {
+                break;
+            }
+            self.now = t;
+            self.clock.set_ns(t);
+            self.result.events += 1;
+            match ev {
+                Ev::Start(f) => self.start_flow(f)?,
+                Ev::Depart => self.depart(),
+                Ev::Ack { flow, pn } => self.ack(flow, pn)?,
+                Ev::Rto(f) => self.rto(f),
+                Ev::Wake(f) => {
+                    self.flows[f].wake_at = None;
+                    self.pump(f);
+                }
+                Ev::AgentAnswers => self.deliver_answers(),
+                Ev::Sample => self.sample(),
+            }
+        }
+        self.result.duration_ns = self.cfg.duration_ns;
+        self.result.flows = self
+            .flows
+            .into_iter()
+            .map(|mut f| {
+                f.result.packets_lost = f.sender.lost_pkts;
+                f.result.retransmits = f.sender.retransmits;
+                f.result.timeouts = f.sender.timeouts;
+                f.result.delivered_bytes = f.sender.delivered_bytes();
+                f.result.min_rtt_ns = f.sender.min_rtt_ns;
+                f.result
+            })
+            .collect();
+        Ok(self.result)
+    }
+
+    /// Waits for the agent to handle what the datapath sent, then delivers its answers now or
+    /// after the modelled agent latency.
+    fn sync_agent(&mut self) -> Result<(), SimError> {
+        let SimTransport::Agent(agent) = self.dp.transport_mut() else {
+            return Ok(());
+        };
+        if !agent.has_outstanding() {
+            return Ok(());
+        }
+        agent.sync()?;
+        let msgs: Vec<Vec<u8>> = agent.take_answers().collect();
+        if msgs.is_empty() {
+            return Ok(());
+        }
+        if self.cfg.agent_latency_ns == 0 {
+            for m in msgs {
+                self.dp.recv_msgs(&m);
+            }
+        } else {
+            let due = self.now + self.cfg.agent_latency_ns;
+            self.answers.extend(msgs.into_iter().map(|m| (due, m)));
+            self.schedule(due, Ev::AgentAnswers);
+        }
+        Ok(())
+    }
+
+    fn deliver_answers(&mut self) {
+        while self
+            .answers
+            .front()
+            .is_some_and(|(due, _)| *due <= self.now)
+        {
+            if let Some((_, m)) = self.answers.pop_front() {
+                self.dp.recv_msgs(&m);
+            }
+        }
+    }
+
+    fn start_flow(&mut self, f: usize) -> Result<(), SimError> {
+        let spec = &self.flows[f].spec;
+        let control = match &spec.scheme {
+            Scheme::Ccp { alg } => {
+                let info = FlowInfo {
+                    init_cwnd_bytes: spec.init_cwnd_bytes,
+                    mss_bytes: spec.mss_bytes,
+                    src_ip: 0x0a00_0001,
+                    src_port: 10_000 + f as u32,
+                    dst_ip: 0x0a00_0002,
+                    dst_port: 80,
+                    alg: Some(alg.clone()),
+                };
+                Control::Ccp {
+                    sid: self.dp.create_flow(info)?,
+                }
+            }
+            Scheme::Reno => Control::Reno(RenoFallback::new(spec.mss_bytes)),
+            Scheme::Fixed { cwnd_bytes } => {
+                self.flows[f].sender.cwnd_bytes = *cwnd_bytes;
+                Control::Fixed
+            }
+        };
+        self.flows[f].control = control;
+        self.flows[f].started = true;
+        self.sync_agent()?;
+        self.pump(f);
+        Ok(())
+    }
+
+    /// Sends whatever the window and pacing allow.
+    fn pump(&mut self, f: usize) {
+        loop {
+            let fl = &mut self.flows[f];
+            if fl.done || !fl.started {
+                return;
+            }
+            match fl.sender.send_time(self.now) {
+                Some(t) if t <= self.now => {
+                    let Some((pn, bytes)) = fl.sender.send(self.now) else {
+                        return;
+                    };
+                    fl.result.packets_sent += 1;
+                    self.result.link_packets += 1;
+                    let p = LinkPacket {
+                        flow: f,
+                        pn,
+                        bytes,
+                        enqueued_ns: self.now,
+                    };
+                    match self.link.offer(p, self.now) {
+                        (Admit::Queued, Some(end)) => self.schedule(end, Ev::Depart),
+                        (Admit::Queued, None) => {}
+                        (Admit::TailDrop, _) => {
+                            self.result.tail_drops += 1;
+                            self.flows[f].result.packets_dropped += 1;
+                        }
+                        (Admit::RandomLoss, _) => {
+                            self.result.random_drops += 1;
+                            self.flows[f].result.packets_dropped += 1;
+                        }
+                    }
+                    self.arm_rto(f);
+                }
+                Some(t) => {
+                    if fl.wake_at.is_none_or(|w| w > t) {
+                        fl.wake_at = Some(t);
+                        self.schedule(t, Ev::Wake(f));
+                    }
+                    return;
+                }
+                None => return,
+            }
+        }
+    }
+
+    fn arm_rto(&mut self, f: usize) {
+        let fl = &mut self.flows[f];
+        if let Some(d) = fl.sender.rto_deadline_ns
+            && fl.rto_event_at.is_none_or(|at| at > d)
+        {
+            fl.rto_event_at = Some(d);
+            self.schedule(d, Ev::Rto(f));
+        }
+    }
+
+    fn depart(&mut self) {
+        let (p, next) = self.link.depart(self.now);
+        if let Some(end) = next {
+            self.schedule(end, Ev::Depart);
+        }
+        let Some(p) = p else { return };
+        let fl = &mut self.flows[p.flow];
+        let sojourn = self.now.saturating_sub(p.enqueued_ns);
+        fl.result
+            .queue_delay_samples_us
+            .push((sojourn / 1_000).min(u64::from(u32::MAX)) as u32);
+        let ack_at = self.now + 2 * fl.spec.one_way_delay_ns;
+        self.schedule(
+            ack_at,
+            Ev::Ack {
+                flow: p.flow,
+                pn: p.pn,
+            },
+        );
+    }
+
+    fn ack(&mut self, f: usize, pn: u64) -> Result<(), SimError> {
+        let now = self.now;
+        let fl = &mut self.flows[f];
+        if fl.done {
+            return Ok(());
+        }
+        let out = fl.sender.on_ack(pn, now);
+        if out.rtt_ns > 0 {
+            fl.result
+                .rtt_samples_us
+                .push((out.rtt_ns / 1_000).min(u64::from(u32::MAX)) as u32);
+        }
+        match &mut fl.control {
+            Control::Ccp { sid } => {
+                let sid = *sid;
+                let a = self.dp.invoke(sid, &out.prims)?;
+                let fl = &mut self.flows[f];
+                if let Some(c) = a.cwnd_bytes {
+                    fl.sender.cwnd_bytes = c.max(fl.sender.mss_bytes());
+                }
+                if let Some(r) = a.rate_bytes_per_sec {
+                    // u32::MAX is how an algorithm says "unpaced" (Rate = 0 is ignored).
+                    fl.sender.pacing_bytes_per_sec = if r == u32::MAX {
+                        None
+                    } else {
+                        Some(u64::from(r))
+                    };
+                }
+                if a.fault.is_some() {
+                    fl.result.vm_faults += 1;
+                }
+                if out.completed {
+                    fl.done = true;
+                    fl.result.completion_ns = Some(now);
+                    self.dp.close_flow(sid)?;
+                }
+                self.sync_agent()?;
+            }
+            Control::Reno(reno) => {
+                fl.sender.cwnd_bytes = reno.on_ack(&out.prims, now);
+            }
+            Control::Fixed => {}
+        }
+        let fl = &mut self.flows[f];
+        if out.completed && fl.result.completion_ns.is_none() {
+            fl.done = true;
+            fl.result.completion_ns = Some(now);
+        }
+        self.pump(f);
+        Ok(())
+    }
+
+    fn rto(&mut self, f: usize) {
+        let fl = &mut self.flows[f];
+        fl.rto_event_at = None;
+        if fl.done {
+            return;
+        }
+        match fl.sender.rto_deadline_ns {
+            Some(d) if d <= self.now => {
+                fl.sender.on_rto(self.now);
+                self.arm_rto(f);
+                self.pump(f);
+            }
+            Some(_) => self.arm_rto(f),
+            None => {}
+        }
+    }
+
+    fn sample(&mut self) {
+        for fl in self.flows.iter_mut().filter(|f| f.started && !f.done) {
+            fl.result.series.push(Sample {
+                t_ns: self.now,
+                cwnd_bytes: fl.sender.cwnd_bytes,
+                delivered_bytes: fl.sender.delivered_bytes(),
+            });
+        }
+        self.schedule(self.now + self.cfg.sample_interval_ns, Ev::Sample);
+    }
+}

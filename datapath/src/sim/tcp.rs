@@ -1,0 +1,511 @@
+//! The simulated TCP-like sender.
+//!
+//! Every transmission gets a fresh packet number (so every RTT sample is unambiguous) and
+//! carries one segment of the byte stream. The receiver acknowledges each packet as it
+//! arrives, which gives the sender a complete SACK scoreboard. Loss detection follows RFC 9002
+//! §6.1 (the packet and time thresholds TCP's RACK also uses): a packet is lost once a packet
+//! sent 3 or more later is acknowledged, or once it is older than 9/8 of the RTT when a later
+//! one is acknowledged. The retransmission timer follows RFC 6298 (Linux's 200 ms floor) with
+//! exponential backoff; on expiry everything in flight is lost and the window drops to one
+//! segment, as the kernel does before congestion control reacts. Delivery rate is sampled per
+//! ACK as Linux's `tcp_rate.c` does.
+//!
+//! Left out: delayed ACKs, receive windows, Nagle, TSO/GSO bursts, SACK reneging, F-RTO and
+//! the spurious-retransmission undo.
+
+use std::collections::VecDeque;
+
+use crate::runtime::Primitives;
+
+/// Linux's minimum retransmission timeout.
+pub const MIN_RTO_NS: u64 = 200_000_000;
+/// RFC 6298 initial timeout.
+pub const INITIAL_RTO_NS: u64 = 1_000_000_000;
+/// RFC 9002 §6.1.1 packet threshold.
+const PACKET_THRESHOLD: u64 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PktState {
+    InFlight,
+    Acked,
+    Lost,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SentPacket {
+    seg: u64,
+    bytes: u32,
+    sent_ns: u64,
+    state: PktState,
+    /// Rate-sample snapshot at send time (tcp_rate.c).
+    delivered_at_send: u64,
+    delivered_ns_at_send: u64,
+    first_tx_ns_at_send: u64,
+}
+
+/// What one ACK did, for the congestion controller and the metrics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AckOutcome {
+    /// Measurements in the form the CCP runtime takes.
+    pub prims: Primitives,
+    /// RTT sample, ns (0 if the packet was already resolved).
+    pub rtt_ns: u64,
+    /// The flow's last byte has now been delivered.
+    pub completed: bool,
+}
+
+/// Sender state of one flow.
+#[derive(Debug)]
+pub struct Sender {
+    mss_bytes: u32,
+    /// Total bytes to send (`None`: unlimited).
+    size_bytes: Option<u64>,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: u32,
+    /// Pacing rate, bytes/s (`None`: unpaced).
+    pub pacing_bytes_per_sec: Option<u64>,
+    next_pn: u64,
+    packets: VecDeque<SentPacket>,
+    base_pn: u64,
+    next_new_seg: u64,
+    retx: VecDeque<u64>,
+    /// Lowest segment not yet delivered.
+    cum_seg: u64,
+    /// Delivery flags of segments from `cum_seg` on.
+    seg_acked: VecDeque<bool>,
+    inflight_bytes: u64,
+    inflight_pkts: u32,
+    largest_acked_pn: Option<u64>,
+    srtt_ns: u64,
+    rttvar_ns: u64,
+    latest_rtt_ns: u64,
+    /// Smallest RTT seen, ns.
+    pub min_rtt_ns: u64,
+    rto_backoff: u32,
+    /// When the retransmission timer fires, if armed.
+    pub rto_deadline_ns: Option<u64>,
+    /// Earliest time pacing allows the next send.
+    pub next_send_ns: u64,
+    delivered_bytes: u64,
+    delivered_ns: u64,
+    first_tx_ns: u64,
+    pending_timeout: bool,
+    /// Segments retransmitted.
+    pub retransmits: u64,
+    /// Packets declared lost.
+    pub lost_pkts: u64,
+    /// Timeouts.
+    pub timeouts: u64,
+}
+
+impl Sender {
+    /// A sender with segment size `mss_bytes`, initial window `init_cwnd_bytes` and `size_bytes`
+    /// to send (`None`: forever).
+    pub fn new(mss_bytes: u32, init_cwnd_bytes: u32, size_bytes: Option<u64>) -> Self {
+        Self {
+            mss_bytes: mss_bytes.max(1),
+            size_bytes,
+            cwnd_bytes: init_cwnd_bytes.max(mss_bytes),
+            pacing_bytes_per_sec: None,
+            next_pn: 0,
+            packets: VecDeque::new(),
+            base_pn: 0,
+            next_new_seg: 0,
+            retx: VecDeque::new(),
+            cum_seg: 0,
+            seg_acked: VecDeque::new(),
+            inflight_bytes: 0,
+            inflight_pkts: 0,
+            largest_acked_pn: None,
+            srtt_ns: 0,
+            rttvar_ns: 0,
+            latest_rtt_ns: 0,
+            min_rtt_ns: u64::MAX,
+            rto_backoff: 0,
+            rto_deadline_ns: None,
+            next_send_ns: 0,
+            delivered_bytes: 0,
+            delivered_ns: 0,
+            first_tx_ns: 0,
+            pending_timeout: false,
+            retransmits: 0,
+            lost_pkts: 0,
+            timeouts: 0,
+        }
+    }
+
+    /// Segment size, bytes.
+    pub fn mss_bytes(&self) -> u32 {
+        self.mss_bytes
+    }
+
+    /// Bytes delivered to the receiver so far (in order or not).
+    pub fn delivered_bytes(&self) -> u64 {
+        self.delivered_bytes
+    }
+
+    /// Smoothed RTT, ns (0 before the first sample).
+    pub fn srtt_ns(&self) -> u64 {
+        self.srtt_ns
+    }
+
+    /// Bytes in flight.
+    pub fn inflight_bytes(&self) -> u64 {
+        self.inflight_bytes
+    }
+
+    fn total_segs(&self) -> Option<u64> {
+        self.size_bytes
+            .map(|s| s.div_ceil(u64::from(self.mss_bytes)))
+    }
+
+    fn seg_bytes(&self, seg: u64) -> u32 {
+        match self.size_bytes {
+            Some(size) => {
+                let start = seg * u64::from(self.mss_bytes);
+                (size.saturating_sub(start)).min(u64::from(self.mss_bytes)) as u32
+            }
+            None => self.mss_bytes,
+        }
+    }
+
+    /// Bytes the application has not handed to the network yet (capped to `u32`).
+    pub fn bytes_pending(&self) -> u32 {
+        match self.size_bytes {
+            Some(size) => size
+                .saturating_sub(self.next_new_seg * u64::from(self.mss_bytes))
+                .min(u64::from(u32::MAX)) as u32,
+            None => u32::MAX,
+        }
+    }
+
+    /// All data delivered.
+    pub fn is_complete(&self) -> bool {
+        self.total_segs().is_some_and(|n| self.cum_seg >= n)
+    }
+
+    fn next_segment(&self) -> Option<u64> {
+        if let Some(&s) = self.retx.front() {
+            return Some(s);
+        }
+        match self.total_segs() {
+            Some(n) if self.next_new_seg >= n => None,
+            _ => Some(self.next_new_seg),
+        }
+    }
+
+    /// When the sender could send next: `Some(now)` if it can send now, a later time if only
+    /// pacing holds it back, `None` if the window is full or there is no data.
+    pub fn send_time(&self, now_ns: u64) -> Option<u64> {
+        let seg = self.next_segment()?;
+        if self.inflight_bytes + u64::from(self.seg_bytes(seg)) > u64::from(self.cwnd_bytes)
+            && self.inflight_pkts > 0
+        {
+            return None;
+        }
+        Some(self.next_send_ns.max(now_ns))
+    }
+
+    /// Sends the next segment (a retransmission first). Returns (packet number, bytes).
+    /// Call only when [`Sender::send_time`] returned `now_ns`.
+    pub fn send(&mut self, now_ns: u64) -> Option<(u64, u32)> {
+        let seg = self.next_segment()?;
+        let is_retx = self.retx.front() == Some(&seg);
+        if is_retx {
+            self.retx.pop_front();
+            self.retransmits += 1;
+        } else {
+            self.next_new_seg += 1;
+        }
+        let bytes = self.seg_bytes(seg);
+        if self.inflight_pkts == 0 {
+            // tcp_rate.c: restart the sampling intervals when nothing is in flight.
+            self.first_tx_ns = now_ns;
+            self.delivered_ns = now_ns;
+        }
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        self.packets.push_back(SentPacket {
+            seg,
+            bytes,
+            sent_ns: now_ns,
+            state: PktState::InFlight,
+            delivered_at_send: self.delivered_bytes,
+            delivered_ns_at_send: self.delivered_ns,
+            first_tx_ns_at_send: self.first_tx_ns,
+        });
+        self.inflight_bytes += u64::from(bytes);
+        self.inflight_pkts += 1;
+        if let Some(rate) = self.pacing_bytes_per_sec.filter(|&r| r > 0) {
+            let gap = u128::from(bytes) * 1_000_000_000 / u128::from(rate);
+            self.next_send_ns = now_ns + gap as u64;
+        }
+        if self.rto_deadline_ns.is_none() {
+            self.rto_deadline_ns = Some(now_ns + self.rto_ns());
+        }
+        Some((pn, bytes))
+    }
+
+    fn rto_ns(&self) -> u64 {
+        let base = if self.srtt_ns == 0 {
+            INITIAL_RTO_NS
+        } else {
+            (self.srtt_ns + 4 * self.rttvar_ns).max(MIN_RTO_NS)
+        };
+        base.saturating_mul(1 << self.rto_backoff.min(6))
+    }
+
+    fn packet_mut(&mut self, pn: u64) -> Option<&mut SentPacket> {
+        let i = pn.checked_sub(self.base_pn)?;
+        self.packets.get_mut(i as usize)
+    }
+
+    /// Packet `pn` was acknowledged at `now_ns`.
+    pub fn on_ack(&mut self, pn: u64, now_ns: u64) -> AckOutcome {
+        let mut out = AckOutcome::default();
+        let Some(p) = self.packet_mut(pn).map(|p| *p) else {
+            return self.finish_ack(out);
+        };
+        if p.state == PktState::Acked {
+            return self.finish_ack(out);
+        }
+        if let Some(pk) = self.packet_mut(pn) {
+            pk.state = PktState::Acked;
+        }
+        if p.state == PktState::InFlight {
+            self.inflight_bytes -= u64::from(p.bytes);
+            self.inflight_pkts -= 1;
+        }
+        self.largest_acked_pn = Some(self.largest_acked_pn.map_or(pn, |l| l.max(pn)));
+
+        // RTT (RFC 6298 §2).
+        let rtt = now_ns.saturating_sub(p.sent_ns).max(1);
+        out.rtt_ns = rtt;
+        self.latest_rtt_ns = rtt;
+        self.min_rtt_ns = self.min_rtt_ns.min(rtt);
+        if self.srtt_ns == 0 {
+            self.srtt_ns = rtt;
+            self.rttvar_ns = rtt / 2;
+        } else {
+            self.rttvar_ns = (3 * self.rttvar_ns + self.srtt_ns.abs_diff(rtt)) / 4;
+            self.srtt_ns = (7 * self.srtt_ns + rtt) / 8;
+        }
+        self.rto_backoff = 0;
+
+        // Delivery-rate sample (tcp_rate.c).
+        self.delivered_bytes += u64::from(p.bytes);
+        self.delivered_ns = now_ns;
+        self.first_tx_ns = p.sent_ns;
+        let delivered = self.delivered_bytes - p.delivered_at_send;
+        let send_elapsed = p.sent_ns.saturating_sub(p.first_tx_ns_at_send);
+        let ack_elapsed = now_ns.saturating_sub(p.delivered_ns_at_send);
+        let interval = send_elapsed.max(ack_elapsed);
+        if interval > 0 {
+            out.prims.rate_incoming = delivered * 1_000_000_000 / interval;
+        }
+        if send_elapsed > 0 {
+            out.prims.rate_outgoing = delivered * 1_000_000_000 / send_elapsed;
+        } else {
+            out.prims.rate_outgoing = out.prims.rate_incoming;
+        }
+
+        // Scoreboard: in-order advance versus out-of-order delivery.
+        let idx = p.seg.checked_sub(self.cum_seg);
+        if let Some(idx) = idx {
+            let idx = idx as usize;
+            if self.seg_acked.len() <= idx {
+                self.seg_acked.resize(idx + 1, false);
+            }
+            if !self.seg_acked[idx] {
+                self.seg_acked[idx] = true;
+                let mut advanced_bytes = 0u64;
+                let mut advanced_pkts = 0u32;
+                while self.seg_acked.front() == Some(&true) {
+                    self.seg_acked.pop_front();
+                    advanced_bytes += u64::from(self.seg_bytes(self.cum_seg));
+                    advanced_pkts += 1;
+                    self.cum_seg += 1;
+                }
+                if advanced_pkts > 0 {
+                    out.prims.bytes_acked = advanced_bytes.min(u64::from(u32::MAX)) as u32;
+                    out.prims.packets_acked = advanced_pkts;
+                } else {
+                    out.prims.bytes_misordered = p.bytes;
+                    out.prims.packets_misordered = 1;
+                }
+            }
+        }
+        out.prims.rtt_sample_us = (rtt / 1_000).max(1);
+        out.prims.lost_pkts_sample = self.detect_losses(now_ns);
+        self.rto_deadline_ns = if self.inflight_pkts > 0 {
+            Some(now_ns + self.rto_ns())
+        } else {
+            None
+        };
+        out.completed = self.is_complete();
+        self.finish_ack(out)
+    }
+
+    fn finish_ack(&mut self, mut out: AckOutcome) -> AckOutcome {
+        while self
+            .packets
+            .front()
+            .is_some_and(|p| p.state != PktState::InFlight)
+        {
+            self.packets.pop_front();
+            self.base_pn += 1;
+        }
+        out.prims.was_timeout = std::mem::take(&mut self.pending_timeout);
+        out.prims.bytes_in_flight = self.inflight_bytes.min(u64::from(u32::MAX)) as u32;
+        out.prims.packets_in_flight = self.inflight_pkts;
+        out.prims.snd_cwnd = self.cwnd_bytes;
+        out.prims.snd_rate = self.pacing_bytes_per_sec.unwrap_or(0);
+        out.prims.bytes_pending = self.bytes_pending();
+        out
+    }
+
+    /// RFC 9002 §6.1: packet and time thresholds against the largest acknowledged packet.
+    fn detect_losses(&mut self, now_ns: u64) -> u32 {
+        let Some(largest) = self.largest_acked_pn else {
+            return 0;
+        };
+        let delay = (self.srtt_ns.max(self.latest_rtt_ns) * 9 / 8).max(1_000_000);
+        let mut lost = 0;
+        let end = (largest.saturating_sub(self.base_pn) as usize).min(self.packets.len());
+        for i in 0..end {
+            let p = self.packets[i];
+            if p.state != PktState::InFlight {
+                continue;
+            }
+            let pn = self.base_pn + i as u64;
+            if largest - pn >= PACKET_THRESHOLD || p.sent_ns + delay <= now_ns {
+                self.packets[i].state = PktState::Lost;
+                self.inflight_bytes -= u64::from(p.bytes);
+                self.inflight_pkts -= 1;
+                self.mark_for_retransmission(p.seg);
+                lost += 1;
+            }
+        }
+        self.lost_pkts += u64::from(lost);
+        lost
+    }
+
+    fn mark_for_retransmission(&mut self, seg: u64) {
+        let delivered = seg
+            .checked_sub(self.cum_seg)
+            .is_none_or(|i| self.seg_acked.get(i as usize).copied().unwrap_or(false));
+        if !delivered {
+            let pos = self.retx.partition_point(|&s| s < seg);
+            if self.retx.get(pos) != Some(&seg) {
+                self.retx.insert(pos, seg);
+            }
+        }
+    }
+
+    /// The retransmission timer fired at `now_ns`: everything in flight is lost, the window
+    /// falls to one segment, the timer backs off.
+    pub fn on_rto(&mut self, now_ns: u64) {
+        self.timeouts += 1;
+        for i in 0..self.packets.len() {
+            let p = self.packets[i];
+            if p.state == PktState::InFlight {
+                self.packets[i].state = PktState::Lost;
+                self.mark_for_retransmission(p.seg);
+                self.lost_pkts += 1;
+            }
+        }
+        self.inflight_bytes = 0;
+        self.inflight_pkts = 0;
+        self.cwnd_bytes = self.mss_bytes;
+        self.pending_timeout = true;
+        self.rto_backoff += 1;
+        self.rto_deadline_ns = Some(now_ns + self.rto_ns());
+        self.next_send_ns = now_ns;
+        while self
+            .packets
+            .front()
+            .is_some_and(|p| p.state != PktState::InFlight)
+        {
+            self.packets.pop_front();
+            self.base_pn += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_acks_advance_and_measure_rtt() {
+        let mut s = Sender::new(1000, 3000, Some(2500));
+        assert_eq!(s.send(0), Some((0, 1000)));
+        assert_eq!(s.send(0), Some((1, 1000)));
+        assert_eq!(s.send(0), Some((2, 500)));
+        assert_eq!(s.send_time(0), None, "no data left");
+        let a = s.on_ack(0, 10_000_000);
+        assert_eq!(a.prims.bytes_acked, 1000);
+        assert_eq!(a.prims.rtt_sample_us, 10_000);
+        assert_eq!(a.prims.bytes_in_flight, 1500);
+        s.on_ack(1, 10_000_000);
+        let a = s.on_ack(2, 10_000_000);
+        assert!(a.completed);
+    }
+
+    #[test]
+    fn a_hole_is_lost_after_three_later_acks_and_retransmitted() {
+        let mut s = Sender::new(1000, 10_000, None);
+        for _ in 0..5 {
+            s.send(0);
+        }
+        let a = s.on_ack(1, 1_000_000);
+        assert_eq!((a.prims.bytes_acked, a.prims.bytes_misordered), (0, 1000));
+        s.on_ack(2, 1_000_000);
+        let a = s.on_ack(3, 1_000_000);
+        assert_eq!(
+            a.prims.lost_pkts_sample, 1,
+            "packet 0 is 3 behind the largest acked"
+        );
+        assert_eq!(
+            s.send(1_000_000),
+            Some((5, 1000)),
+            "segment 0 goes again first"
+        );
+        let a = s.on_ack(5, 2_000_000);
+        assert_eq!(a.prims.bytes_acked, 4000, "segments 0-3 are now in order");
+    }
+
+    #[test]
+    fn timeout_loses_everything_and_backs_off() {
+        let mut s = Sender::new(1000, 4000, None);
+        for _ in 0..4 {
+            s.send(0);
+        }
+        assert_eq!(s.rto_deadline_ns, Some(INITIAL_RTO_NS));
+        s.on_rto(INITIAL_RTO_NS);
+        assert_eq!(s.inflight_bytes(), 0);
+        assert_eq!(s.cwnd_bytes, 1000);
+        assert_eq!(s.rto_deadline_ns, Some(3 * INITIAL_RTO_NS));
+        assert_eq!(s.send(INITIAL_RTO_NS), Some((4, 1000)));
+        let a = s.on_ack(4, INITIAL_RTO_NS + 1_000_000);
+        assert!(a.prims.was_timeout);
+        assert_eq!(a.prims.bytes_acked, 1000);
+    }
+
+    #[test]
+    fn delivery_rate_matches_the_ack_clock() {
+        // One packet a millisecond, each acked 10 ms after it left: 1000 B/ms delivered.
+        let mut s = Sender::new(1000, 100_000, None);
+        let mut last = AckOutcome::default();
+        for t in 0..100u64 {
+            let now = t * 1_000_000;
+            if t >= 10 {
+                last = s.on_ack(t - 10, now);
+            }
+            s.send(now);
+        }
+        let r = last.prims.rate_incoming;
+        assert!((950_000..=1_050_000).contains(&r), "{:?}", last.prims);
+        assert_eq!(last.prims.rtt_sample_us, 10_000);
+    }
+}
