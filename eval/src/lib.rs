@@ -8,3 +8,4 @@
 //! Start reading at [`demo::run`]; the binary is `src/main.rs`.
 
 pub mod demo;
+pub mod report;

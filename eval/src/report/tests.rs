@@ -1,0 +1,435 @@
+//! Tests of the report: aggregation, shard merging, and well-formed SVG.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn row(cond: &str, env: &str, scheme: &str, seed: u64, reward: f64) -> FlowRow {
+    FlowRow {
+        scenario: "synthetic".into(),
+        env: env.into(),
+        condition: cond.into(),
+        bw_mbps: 10.0,
+        rtt_ms: 40.0,
+        loss: 0.0,
+        buffer_bytes: 50_000,
+        scheme: scheme.into(),
+        seed,
+        flow: 0,
+        role: "main".into(),
+        flow_scheme: scheme.into(),
+        size_bytes: None,
+        start_s: 0.0,
+        throughput_mbps: 5.0 + reward,
+        utilization: 0.5,
+        mean_rtt_ms: 45.0,
+        p95_rtt_ms: 50.0 + 10.0 * reward,
+        mean_qdelay_ms: 2.5,
+        p95_qdelay_ms: 5.0,
+        loss_rate: 0.001,
+        fct_s: None,
+        reward,
+        power: 100.0,
+        jain: 1.0,
+        retransmits: 0,
+        timeouts: 0,
+        status: "ok".into(),
+    }
+}
+
+/// 3 schemes x 4 conditions x 2 seeds; per-condition mean rewards:
+/// c1: a 2, b 1, c 0.5 | c2: a -1, b -1 (tie), c -2 | c3: a 2.9, b 3, c 1 | c4: a 0.96, b 0.5, c 1.
+/// Seeds are R + 0.1 and R - 0.1. b's seed 2 in c4 failed (with a huge reward that must not
+/// count), and every run has a cross flow with a huge reward that must not count either.
+fn synthetic() -> Vec<FlowRow> {
+    let table: [(&str, &str, [f64; 3]); 4] = [
+        ("c1", "wan", [2.0, 1.0, 0.5]),
+        ("c2", "wan", [-1.0, -1.0, -2.0]),
+        ("c3", "dcn", [2.9, 3.0, 1.0]),
+        ("c4", "dcn", [0.96, 0.5, 1.0]),
+    ];
+    let mut rows = Vec::new();
+    for (cond, env, rewards) in table {
+        for (scheme, r) in ["a", "b", "c"].into_iter().zip(rewards) {
+            for seed in [1, 2] {
+                let mut main = row(
+                    cond,
+                    env,
+                    scheme,
+                    seed,
+                    if seed == 1 { r + 0.1 } else { r - 0.1 },
+                );
+                if cond == "c4" && scheme == "b" && seed == 2 {
+                    main.status = "failed: boom | agent died".into();
+                    main.reward = 100.0;
+                    main.fct_s = Some(1.0);
+                }
+                if cond == "c1" && scheme == "a" {
+                    main.fct_s = Some(if seed == 1 { 2.0 } else { 4.0 });
+                    main.size_bytes = Some(1_000_000);
+                }
+                let mut cross = row(cond, env, scheme, seed, 50.0);
+                cross.flow = 1;
+                cross.role = "cross".into();
+                cross.flow_scheme = "cubic".into();
+                cross.status = main.status.clone();
+                rows.push(main);
+                rows.push(cross);
+            }
+        }
+    }
+    rows
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-6
+}
+
+#[test]
+fn aggregation() {
+    let rows = synthetic();
+    let s = summarize("t", &rows);
+    assert_eq!(s.schemes, vec!["a", "b", "c"]);
+    assert_eq!(s.counts.runs, 24);
+    assert_eq!(s.counts.failed_runs, 1);
+    assert_eq!(s.counts.ok_runs, 23);
+    assert_eq!(s.counts.flows, 48);
+    assert_eq!(s.counts.main_flows_ok, 23);
+    assert_eq!(s.counts.conditions, 4);
+    assert_eq!(s.failed.len(), 1);
+    assert_eq!(s.failed[0].scheme, "b");
+    assert_eq!(s.failed[0].condition, "c4");
+    assert_eq!(s.failed[0].status, "failed: boom | agent died");
+
+    let cond = |c: &str| s.conditions.iter().find(|x| x.condition == c).unwrap();
+    let entry = |c: &str, sc: &str| {
+        cond(c)
+            .schemes
+            .iter()
+            .find(|e| e.scheme == sc)
+            .unwrap()
+            .clone()
+    };
+    // c1: plain order, positive rewards.
+    assert_eq!(cond("c1").best, vec!["a"]);
+    assert_eq!(
+        (
+            entry("c1", "a").rank,
+            entry("c1", "b").rank,
+            entry("c1", "c").rank
+        ),
+        (1, 2, 3)
+    );
+    assert!(close(entry("c1", "b").reward_loss.unwrap(), 0.5));
+    // c2: a tie at the top with negative rewards; loss divides by |R_best|.
+    assert_eq!(cond("c2").best, vec!["a", "b"]);
+    assert_eq!(
+        (
+            entry("c2", "a").rank,
+            entry("c2", "b").rank,
+            entry("c2", "c").rank
+        ),
+        (1, 1, 3)
+    );
+    assert!(close(entry("c2", "c").reward_loss.unwrap(), 1.0));
+    assert_eq!(entry("c2", "b").reward_loss, Some(0.0));
+    // c3
+    assert!(close(entry("c3", "a").reward_loss.unwrap(), 0.1 / 3.0));
+    // c4: b's failed seed is left out (its mean is seed 1 only).
+    assert_eq!(entry("c4", "b").seeds, 1);
+    assert!(close(entry("c4", "b").reward, 0.6));
+    assert_eq!(cond("c4").best, vec!["c"]);
+    assert_eq!(entry("c4", "b").rank, 3);
+
+    let best = |sc: &str| s.best_share.iter().find(|b| b.scheme == sc).unwrap().share;
+    assert!(close(best("a"), 0.5) && close(best("b"), 0.5) && close(best("c"), 0.25));
+    let rank = |sc: &str| s.ranks.iter().find(|b| b.scheme == sc).unwrap().clone();
+    assert!(close(rank("a").top1, 0.5) && close(rank("a").top3, 1.0));
+    assert_eq!(rank("a").median_rank, Some(1.5));
+    assert_eq!(rank("b").median_rank, Some(1.5));
+    assert_eq!(rank("c").median_rank, Some(3.0));
+    assert!(close(rank("c").top1, 0.25));
+    let loss = |sc: &str| {
+        s.reward_loss
+            .iter()
+            .find(|b| b.scheme == sc)
+            .unwrap()
+            .clone()
+    };
+    assert!(close(loss("a").under_5pct, 1.0));
+    assert!(close(loss("b").under_5pct, 0.5));
+    assert!(close(loss("b").under_12pct, 0.5));
+    assert!(close(loss("c").under_10pct, 0.25));
+
+    // Per-env table: the failed run and cross flows are left out.
+    let dcn = s.envs.iter().find(|e| e.env == "dcn").unwrap();
+    let b = dcn.schemes.iter().find(|x| x.scheme == "b").unwrap();
+    assert_eq!((b.runs, b.flows), (3, 3));
+    assert!(close(b.reward.unwrap(), (3.1 + 2.9 + 0.6) / 3.0));
+    assert_eq!(b.fct_s, None);
+    let wan = s.envs.iter().find(|e| e.env == "wan").unwrap();
+    let a = wan.schemes.iter().find(|x| x.scheme == "a").unwrap();
+    assert_eq!((a.fct_s, a.completed_flows), (Some(3.0), 2));
+    assert_eq!(a.jain, Some(1.0));
+}
+
+#[test]
+fn reward_loss_edge_cases() {
+    assert_eq!(aggregate::reward_loss(0.0, 0.0), Some(0.0));
+    assert_eq!(aggregate::reward_loss(0.0, -1.0), None);
+    assert!(close(aggregate::reward_loss(-2.0, -3.0).unwrap(), 0.5));
+    assert_eq!(aggregate::median(&mut []), None);
+    assert_eq!(aggregate::median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+}
+
+/// A minimal well-formedness check: starts with `<svg`, tags balance, no NaN or infinity.
+fn check_svg(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let name = path.display();
+    assert!(text.starts_with("<svg"), "{name}: does not start with <svg");
+    assert!(
+        !text.contains("NaN") && !text.contains("inf"),
+        "{name}: non-finite number"
+    );
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find('<') {
+        let end = i + rest[i..]
+            .find('>')
+            .unwrap_or_else(|| panic!("{name}: unclosed tag"));
+        let tag = &rest[i + 1..end];
+        assert!(!tag.contains('<'), "{name}: '<' inside a tag: {tag}");
+        if let Some(close) = tag.strip_prefix('/') {
+            assert_eq!(
+                stack.pop().as_deref(),
+                Some(close.trim()),
+                "{name}: mismatched </{close}>"
+            );
+        } else if !tag.ends_with('/') {
+            let tname: String = tag.chars().take_while(|c| !c.is_whitespace()).collect();
+            stack.push(tname);
+        }
+        // Text between tags must not hold a raw '>' or an unescaped '&'.
+        let next = rest[end + 1..]
+            .find('<')
+            .map_or(rest.len(), |j| end + 1 + j);
+        let between = &rest[end + 1..next];
+        assert!(!between.contains('>'), "{name}: raw '>' in text");
+        for (k, _) in between.match_indices('&') {
+            let ent = &between[k..];
+            assert!(
+                ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
+                    .iter()
+                    .any(|e| ent.starts_with(e)),
+                "{name}: raw '&' in text"
+            );
+        }
+        rest = &rest[end + 1..];
+    }
+    assert!(stack.is_empty(), "{name}: unclosed {stack:?}");
+}
+
+fn series(cond: &str, scheme: &str, seed: u64, n: usize) -> Vec<SeriesRow> {
+    (0..n)
+        .map(|i| SeriesRow {
+            scenario: "synthetic".into(),
+            condition: cond.into(),
+            scheme: scheme.into(),
+            seed,
+            flow: 0,
+            t_s: i as f64 * 0.1,
+            cwnd_pkts: 10.0 + i as f64,
+            throughput_mbps: if i == 3 { f64::NAN } else { i as f64 },
+        })
+        .collect()
+}
+
+fn svgs(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("plots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn svgs_are_well_formed() {
+    let mut rows = synthetic();
+    // Hostile values: non-finite metrics, markup in names.
+    let mut odd = row(
+        "bw10/rtt<40> & \"x\"",
+        "cell<ular>",
+        "<script>",
+        1,
+        f64::NAN,
+    );
+    odd.p95_rtt_ms = f64::INFINITY;
+    odd.throughput_mbps = f64::NEG_INFINITY;
+    rows.push(odd);
+    let mut ser = series("c1", "a", 1, 40);
+    ser.extend(series("c1", "b", 2, 40));
+    ser.extend(series("c1", "a", 2, 40)); // a later seed: not drawn
+    ser.extend(series("bw10/rtt<40> & \"x\"", "<script>", 1, 5));
+    let dir = tempfile::tempdir().unwrap();
+    let s = write_report(
+        dir.path(),
+        &ReportInput {
+            title: "t <&>",
+            rows: &rows,
+            series: &ser,
+        },
+    )
+    .unwrap();
+    assert_eq!(s.counts.nonfinite_rewards, 1);
+    let files = svgs(dir.path());
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for want in [
+        "best_share.svg",
+        "rank_cdf.svg",
+        "reward_loss_cdf.svg",
+        "tput_vs_delay_wan.svg",
+        "series_c1.svg",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "missing {want} in {names:?}"
+        );
+    }
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("tput_vs_delay_cell_ular_"))
+    );
+    assert!(names.iter().any(|n| n.starts_with("series_bw10_rtt_40")));
+    for f in &files {
+        check_svg(f);
+    }
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    for n in &names {
+        assert!(
+            md.contains(&format!("(plots/{n})")),
+            "report.md does not link {n}"
+        );
+    }
+    assert!(md.contains("## Failed runs") && md.contains("failed: boom \\| agent died"));
+    assert!(!md.contains("<details>"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["counts"]["failed_runs"], 1);
+
+    // An empty report is still a report.
+    let empty = tempfile::tempdir().unwrap();
+    let s = write_report(
+        empty.path(),
+        &ReportInput {
+            title: "empty",
+            rows: &[],
+            series: &[],
+        },
+    )
+    .unwrap();
+    assert_eq!(s.counts.runs, 0);
+    for f in svgs(empty.path()) {
+        check_svg(&f);
+    }
+}
+
+#[test]
+fn many_conditions_fold() {
+    let rows: Vec<FlowRow> = (0..61)
+        .flat_map(|i| {
+            ["a", "b"].map(|sc| {
+                row(
+                    &format!("c{i}"),
+                    "wan",
+                    sc,
+                    1,
+                    if sc == "a" { 1.0 } else { 0.5 },
+                )
+            })
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    write_report(
+        dir.path(),
+        &ReportInput {
+            title: "many",
+            rows: &rows,
+            series: &[],
+        },
+    )
+    .unwrap();
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("<details>") && md.contains("</details>"));
+}
+
+#[test]
+fn report_dirs_merges_shards() {
+    let rows = synthetic();
+    let (a_rows, b_rows): (Vec<FlowRow>, Vec<FlowRow>) = rows
+        .iter()
+        .cloned()
+        .partition(|r| r.condition == "c1" || r.condition == "c2");
+    let shard_a = tempfile::tempdir().unwrap();
+    let shard_b = tempfile::tempdir().unwrap();
+    // Shard b also holds a copy of shard a's first rows: identical duplicates merge.
+    let mut b_with_dup = b_rows.clone();
+    b_with_dup.extend(a_rows.iter().take(3).cloned());
+    write_csv(&shard_a.path().join("results.csv"), &a_rows).unwrap();
+    write_csv(
+        &shard_a.path().join("series.csv"),
+        &series("c1", "a", 1, 10),
+    )
+    .unwrap();
+    write_csv(&shard_b.path().join("results.csv"), &b_with_dup).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let dirs = vec![shard_a.path().to_path_buf(), shard_b.path().to_path_buf()];
+    let s = report_dirs(&dirs, out.path()).unwrap();
+    assert_eq!(s.counts.flows, rows.len());
+    assert_eq!(s.counts.conditions, 4);
+    assert_eq!(s.title, "Scenario synthetic");
+    let merged: Vec<FlowRow> = read_csv(&out.path().join("results.csv")).unwrap();
+    assert_eq!(merged.len(), rows.len());
+    let merged_series: Vec<SeriesRow> = read_csv(&out.path().join("series.csv")).unwrap();
+    assert_eq!(merged_series.len(), 10);
+    for f in [
+        "report.md",
+        "summary.json",
+        "plots/best_share.svg",
+        "plots/series_c1.svg",
+    ] {
+        assert!(out.path().join(f).is_file(), "missing {f}");
+    }
+
+    // A conflicting duplicate names both files.
+    let mut conflicting = b_rows;
+    let mut changed = a_rows[0].clone();
+    changed.throughput_mbps += 1.0;
+    conflicting.push(changed);
+    write_csv(&shard_b.path().join("results.csv"), &conflicting).unwrap();
+    let err = report_dirs(&dirs, out.path()).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, ReportError::Conflict { .. }), "{msg}");
+    assert!(
+        msg.contains(&shard_a.path().join("results.csv").display().to_string()),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&shard_b.path().join("results.csv").display().to_string()),
+        "{msg}"
+    );
+
+    // A shard without results.csv is named.
+    let bare = tempfile::tempdir().unwrap();
+    let err = report_dirs(&[bare.path().to_path_buf()], out.path()).unwrap_err();
+    assert!(err.to_string().contains("results.csv"), "{err}");
+    assert!(matches!(
+        report_dirs(&[], out.path()),
+        Err(ReportError::NoInput)
+    ));
+}
