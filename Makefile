@@ -5,7 +5,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages: clang and libclang for bindgen (the libccp oracle in the conformance tests).
 APT_PACKAGES := clang libclang-dev
 
-.PHONY: run test deps bench
+.PHONY: run test deps bench demo
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -17,6 +17,9 @@ deps:
 	fi
 
 run: deps
+	$(CARGO) run --release -q -p ccp-eval -- run quick --out results/quick
+
+demo: deps
 	$(CARGO) run --release -q -p ccp-eval -- demo
 
 test: deps

@@ -6,8 +6,11 @@
 //! kills the agent mid-flow (the flow must fall back and keep its window moving) and starts a
 //! new agent on the same socket (it must take the flow back).
 
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ccp_datapath::agent::{self, Aimd, SyntheticFlow, demo_config};
 use ccp_datapath::runtime::{ChannelTransport, Datapath, MonotonicClock, Transport, UnixTransport};

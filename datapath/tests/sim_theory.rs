@@ -1,6 +1,9 @@
 //! The simulator against theory: each test states the textbook expectation and checks the
 //! simulated network meets it.
 
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use ccp_datapath::agent::Aimd;
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
@@ -22,6 +25,7 @@ fn config(bps: u64, buffer_bytes: u64, loss: f64, flows: Vec<FlowSpec>, secs: u6
             loss,
         },
         flows,
+        changes: Vec::new(),
         agent_latency_ns: 0,
         sample_interval_ns: 0,
         datapath: DatapathConfig::default(),

@@ -1,11 +1,19 @@
 //! `ccp-eval`: the experiment harness.
 //!
-//! This crate will hold scenarios (network conditions, traffic and schemes in TOML), a
-//! parallel runner on the virtual-time simulator, metrics and reports (see `DESIGN.md` §2 and
-//! §3.5). Today it holds the [`demo`]: a real portus agent and the CCP datapath runtime in one
-//! process, talking over unix sockets, with the agent killed and restarted mid-flow.
+//! A [`scenario`] (TOML) names network conditions, traffic and schemes; the [`runner`] runs
+//! every condition with every scheme and seed on the virtual-time simulator of
+//! `ccp-datapath`, in parallel; each flow of each run becomes a row of [`results`]; the
+//! report turns rows into tables and plots. [`schemes`] is the registry of what can run,
+//! [`traces`] generates cellular link traces, and [`demo`] is the real-time end-to-end demo
+//! (a portus agent and the datapath runtime over unix sockets).
 //!
-//! Start reading at [`demo::run`]; the binary is `src/main.rs`.
+//! Start reading at [`runner::plan`]; the binary is `src/main.rs`.
 
+pub mod builtin;
 pub mod demo;
 pub mod report;
+pub mod results;
+pub mod runner;
+pub mod scenario;
+pub mod schemes;
+pub mod traces;

@@ -1,12 +1,65 @@
-//! The `ccp-eval` command line.
+//! The `ccp-eval` command line: `list`, `run`, `report`, `demo`.
+//!
+//! Exit codes: 0 success, 1 a run or the demo failed, 2 bad input (scenario file, scheme name,
+//! arguments).
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
-const USAGE: &str = "usage: ccp-eval <command>
+use ccp_eval::report::{self, ReportInput};
+use ccp_eval::results::{self, FlowRow, SeriesRow};
+use ccp_eval::runner::{self, RunOptions};
+use ccp_eval::scenario::Scenario;
+use ccp_eval::{builtin, schemes};
+use clap::{Parser, Subcommand};
 
-commands:
-  demo    run a portus agent and the CCP datapath runtime over unix sockets, kill the
-          agent mid-flow and restart it, and print what happened";
+#[derive(Parser)]
+#[command(
+    name = "ccp-eval",
+    about = "Congestion-control experiments on the CCP simulator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the built-in scenarios and the available schemes.
+    List,
+    /// Run a scenario (a built-in name or a TOML file) and write results and a report.
+    Run {
+        /// Built-in scenario name or path to a scenario file.
+        scenario: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Worker threads (default: one per core).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
+        /// Run only shard I of N (I/N, 0-based), e.g. 0/4.
+        #[arg(long)]
+        shard: Option<String>,
+        /// Run only this seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Comma-separated schemes instead of the scenario's.
+        #[arg(long, value_delimiter = ',')]
+        schemes: Option<Vec<String>>,
+    },
+    /// Merge result directories (e.g. shards) and write the report into the first (or --out).
+    Report {
+        /// Directories holding results.csv.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where to write the merged results and report.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Real-time demo: a portus agent and the datapath runtime over unix sockets.
+    Demo,
+}
 
 fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
@@ -16,22 +69,173 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,portus=error")),
         )
         .try_init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("demo") => demo(),
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
+    let cli = Cli::parse();
+    match cli.command {
+        Command::List => list(),
+        Command::Run {
+            scenario,
+            out,
+            jobs,
+            shard,
+            seed,
+            schemes,
+        } => run(&scenario, &out, jobs, shard.as_deref(), seed, schemes),
+        Command::Report { dirs, out } => {
+            let out = out.unwrap_or_else(|| dirs[0].clone());
+            match report::report_dirs(&dirs, &out) {
+                Ok(_) => {
+                    println!("report: {}", out.join("report.md").display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(2, &e.to_string()),
+            }
         }
-        Some(other) => {
-            eprintln!("ccp-eval: unknown command `{other}`\n\n{USAGE}");
-            ExitCode::from(2)
-        }
-        None => {
-            eprintln!("{USAGE}");
-            ExitCode::from(2)
+        Command::Demo => demo(),
+    }
+}
+
+fn fail(code: u8, msg: &str) -> ExitCode {
+    eprintln!("ccp-eval: {msg}");
+    ExitCode::from(code)
+}
+
+fn list() -> ExitCode {
+    println!("scenarios:");
+    for (name, text) in builtin::SCENARIOS {
+        println!("  {name:<18} {}", builtin::description(text));
+    }
+    println!("\nschemes:");
+    for s in schemes::available() {
+        println!("  {s:<18} {}", schemes::describe(s));
+    }
+    ExitCode::SUCCESS
+}
+
+fn load_scenario(name: &str) -> Result<Scenario, String> {
+    if let Some(s) = builtin::scenario(name) {
+        return s.map_err(|e| e.to_string());
+    }
+    let path = Path::new(name);
+    if path.exists()
+        || path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+    {
+        return Scenario::load(path).map_err(|e| e.to_string());
+    }
+    Err(format!(
+        "no built-in scenario or file named `{name}` (see `ccp-eval list`)"
+    ))
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--shard {s}: expected I/N, e.g. 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    Ok((
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
+fn run(
+    name: &str,
+    out: &Path,
+    jobs: usize,
+    shard: Option<&str>,
+    seed: Option<u64>,
+    schemes: Option<Vec<String>>,
+) -> ExitCode {
+    let scenario = match load_scenario(name) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    let shard = match shard.map(parse_shard).transpose() {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    let opts = RunOptions {
+        jobs,
+        shard,
+        seed,
+        schemes,
+        progress: true,
+    };
+    let plan = match runner::plan(&scenario, &opts) {
+        Ok(p) => p,
+        Err(e) => return fail(2, &e.to_string()),
+    };
+    if let Err(e) = prepare_out(out) {
+        return fail(1, &e);
+    }
+    eprintln!(
+        "{}: {} conditions, {} runs{}",
+        scenario.name,
+        scenario.conditions.len(),
+        plan.len(),
+        shard
+            .map(|(i, n)| format!(" (shard {i}/{n})"))
+            .unwrap_or_default()
+    );
+    let started = Instant::now();
+    let output = runner::run(&scenario, &plan, &opts);
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "{} runs ({} failed) in {secs:.1} s wall time; {:.2} M simulated packets/s",
+        output.runs,
+        output.failed,
+        output.packets as f64 / secs.max(1e-9) / 1e6
+    );
+    if let Err(e) = write_outputs(out, &scenario.name, &output.rows, &output.series) {
+        return fail(1, &e);
+    }
+    println!("report: {}", out.join("report.md").display());
+    if output.failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Creates the output directory and removes earlier results, so a run that fails midway
+/// leaves nothing that looks complete.
+fn prepare_out(out: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for f in ["results.csv", "series.csv", "summary.json", "report.md"] {
+        match std::fs::remove_file(out.join(f)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{}: {e}", out.join(f).display())),
         }
     }
+    Ok(())
+}
+
+/// Writes results.csv and series.csv (each through a temporary file and a rename), then the
+/// report.
+fn write_outputs(
+    out: &Path,
+    title: &str,
+    rows: &[FlowRow],
+    series: &[SeriesRow],
+) -> Result<(), String> {
+    let atomic = |name: &str, write: &dyn Fn(&Path) -> Result<(), results::ResultsError>| {
+        let tmp = out.join(format!(".{name}.tmp"));
+        write(&tmp).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, out.join(name))
+            .map_err(|e| format!("{}: {e}", out.join(name).display()))
+    };
+    atomic("series.csv", &|p| results::write_csv(p, series))?;
+    atomic("results.csv", &|p| results::write_csv(p, rows))?;
+    report::write_report(
+        out,
+        &ReportInput {
+            title,
+            rows,
+            series,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 fn demo() -> ExitCode {
@@ -57,9 +261,6 @@ fn demo() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("ccp-eval demo: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(1, &format!("demo: {e}")),
     }
 }

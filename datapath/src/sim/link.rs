@@ -198,6 +198,21 @@ impl Bottleneck {
         }
     }
 
+    /// Changes the drain rate; the packet in service finishes at the old rate.
+    pub fn set_rate(&mut self, rate: LinkRate) {
+        self.rate = rate;
+    }
+
+    /// Changes the random loss probability.
+    pub fn set_loss(&mut self, loss: f64) {
+        self.loss = loss;
+    }
+
+    /// Changes the buffer size; packets already queued stay.
+    pub fn set_capacity(&mut self, capacity_bytes: u64) {
+        self.capacity_bytes = capacity_bytes;
+    }
+
     /// Bytes waiting (including the packet in service).
     pub fn queued_bytes(&self) -> u64 {
         self.queued_bytes
@@ -237,21 +252,18 @@ impl Bottleneck {
         if let Some(p) = p {
             self.queued_bytes -= u64::from(p.bytes);
         }
-        match self.queue.front() {
-            Some(next) => {
-                // A trace opportunity is consumed by the departing packet; the next one needs
-                // a later opportunity.
-                let from = if matches!(self.rate, LinkRate::Trace(_)) {
-                    now_ns + 1
-                } else {
-                    now_ns
-                };
-                (p, Some(self.service_end(next.bytes, from)))
-            }
-            None => {
-                self.busy = false;
-                (p, None)
-            }
+        if let Some(next) = self.queue.front() {
+            // A trace opportunity is consumed by the departing packet; the next one needs a
+            // later opportunity.
+            let from = if matches!(self.rate, LinkRate::Trace(_)) {
+                now_ns + 1
+            } else {
+                now_ns
+            };
+            (p, Some(self.service_end(next.bytes, from)))
+        } else {
+            self.busy = false;
+            (p, None)
         }
     }
 }

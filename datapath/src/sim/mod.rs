@@ -9,6 +9,7 @@
 //!
 //! Start reading at [`network::Simulation`]. The same seed gives the same result bit for bit.
 
+pub mod cubic;
 pub mod link;
 pub mod lockstep;
 pub mod network;
@@ -18,5 +19,6 @@ pub mod tcp;
 pub use link::{LinkRate, Trace};
 pub use lockstep::LockstepAgent;
 pub use network::{
-    FlowResult, FlowSpec, LinkSpec, Scheme, SimConfig, SimError, SimResult, Simulation,
+    FlowResult, FlowSpec, LinkSpec, PathChange, Sample, Scheme, SimConfig, SimError, SimResult,
+    Simulation,
 };

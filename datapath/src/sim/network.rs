@@ -11,6 +11,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use thiserror::Error;
 
+use super::cubic::BuiltinCubic;
 use super::link::{Admit, Bottleneck, LinkPacket, LinkRate};
 use super::lockstep::{LockstepAgent, LockstepError};
 use super::rng::Rng;
@@ -40,6 +41,8 @@ pub enum Scheme {
     },
     /// Built-in Reno with no agent (the runtime's fallback rule).
     Reno,
+    /// Built-in Linux-like Cubic with no agent ([`super::cubic`]).
+    Cubic,
     /// A constant window, bytes.
     Fixed {
         /// Window, bytes.
@@ -78,6 +81,22 @@ impl FlowSpec {
     }
 }
 
+/// A change of the path at a point in time (TCP-RL's changing-path experiment). Fields left
+/// `None` keep their value. A new delay applies to packets sent from then on.
+#[derive(Debug, Clone, Default)]
+pub struct PathChange {
+    /// When, ns.
+    pub at_ns: u64,
+    /// New bottleneck rate.
+    pub rate: Option<LinkRate>,
+    /// New one-way propagation delay of every flow, ns.
+    pub one_way_delay_ns: Option<u64>,
+    /// New random loss probability.
+    pub loss: Option<f64>,
+    /// New buffer size, bytes.
+    pub buffer_bytes: Option<u64>,
+}
+
 /// A whole run.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -89,6 +108,8 @@ pub struct SimConfig {
     pub link: LinkSpec,
     /// The flows.
     pub flows: Vec<FlowSpec>,
+    /// Changes of the path over time, in any order.
+    pub changes: Vec<PathChange>,
     /// Delay between a report reaching the agent and its answer reaching the datapath, ns.
     pub agent_latency_ns: u64,
     /// Interval of the per-flow time series, ns (0: none).
@@ -234,11 +255,13 @@ enum Ev {
     Wake(usize),
     AgentAnswers,
     Sample,
+    Change(usize),
 }
 
 enum Control {
     Ccp { sid: u32 },
     Reno(RenoFallback),
+    Cubic(BuiltinCubic),
     Fixed,
 }
 
@@ -325,6 +348,9 @@ impl Simulation {
                 .push(Reverse((f.start_ns, i as u64, Ev::Start(i))));
         }
         sim.seq = sim.cfg.flows.len() as u64;
+        for i in 0..sim.cfg.changes.len() {
+            sim.schedule(sim.cfg.changes[i].at_ns, Ev::Change(i));
+        }
         if sim.cfg.sample_interval_ns > 0 {
             sim.schedule(0, Ev::Sample);
         }
@@ -357,6 +383,7 @@ impl Simulation {
                 }
                 Ev::AgentAnswers => self.deliver_answers(),
                 Ev::Sample => self.sample(),
+                Ev::Change(i) => self.change_path(i),
             }
         }
         self.result.duration_ns = self.cfg.duration_ns;
@@ -431,6 +458,9 @@ impl Simulation {
                 }
             }
             Scheme::Reno => Control::Reno(RenoFallback::new(spec.mss_bytes)),
+            Scheme::Cubic => {
+                Control::Cubic(BuiltinCubic::new(spec.mss_bytes, spec.init_cwnd_bytes))
+            }
             Scheme::Fixed { cwnd_bytes } => {
                 self.flows[f].sender.cwnd_bytes = *cwnd_bytes;
                 Control::Fixed
@@ -561,6 +591,9 @@ impl Simulation {
             Control::Reno(reno) => {
                 fl.sender.cwnd_bytes = reno.on_ack(&out.prims, now);
             }
+            Control::Cubic(cubic) => {
+                fl.sender.cwnd_bytes = cubic.on_ack(&out.prims, now);
+            }
             Control::Fixed => {}
         }
         let fl = &mut self.flows[f];
@@ -586,6 +619,24 @@ impl Simulation {
             }
             Some(_) => self.arm_rto(f),
             None => {}
+        }
+    }
+
+    fn change_path(&mut self, i: usize) {
+        let c = self.cfg.changes[i].clone();
+        if let Some(rate) = c.rate {
+            self.link.set_rate(rate);
+        }
+        if let Some(loss) = c.loss {
+            self.link.set_loss(loss);
+        }
+        if let Some(b) = c.buffer_bytes {
+            self.link.set_capacity(b);
+        }
+        if let Some(d) = c.one_way_delay_ns {
+            for fl in &mut self.flows {
+                fl.spec.one_way_delay_ns = d;
+            }
         }
     }
 

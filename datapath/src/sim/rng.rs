@@ -1,4 +1,4 @@
-//! A small seeded generator (xoshiro256++ seeded by SplitMix64), kept in-tree so that a seed
+//! A small seeded generator (`xoshiro256++` seeded by `SplitMix64`), kept in-tree so that a seed
 //! gives the same run on every machine and every version of every dependency.
 
 /// Deterministic pseudo-random numbers.

@@ -37,7 +37,7 @@ struct SentPacket {
     bytes: u32,
     sent_ns: u64,
     state: PktState,
-    /// Rate-sample snapshot at send time (tcp_rate.c).
+    /// Rate-sample snapshot at send time (`tcp_rate.c`).
     delivered_at_send: u64,
     delivered_ns_at_send: u64,
     first_tx_ns_at_send: u64,
@@ -300,14 +300,11 @@ impl Sender {
         let send_elapsed = p.sent_ns.saturating_sub(p.first_tx_ns_at_send);
         let ack_elapsed = now_ns.saturating_sub(p.delivered_ns_at_send);
         let interval = send_elapsed.max(ack_elapsed);
-        if interval > 0 {
-            out.prims.rate_incoming = delivered * 1_000_000_000 / interval;
-        }
-        if send_elapsed > 0 {
-            out.prims.rate_outgoing = delivered * 1_000_000_000 / send_elapsed;
-        } else {
-            out.prims.rate_outgoing = out.prims.rate_incoming;
-        }
+        let scaled = delivered * 1_000_000_000;
+        out.prims.rate_incoming = scaled.checked_div(interval).unwrap_or(0);
+        out.prims.rate_outgoing = scaled
+            .checked_div(send_elapsed)
+            .unwrap_or(out.prims.rate_incoming);
 
         // Scoreboard: in-order advance versus out-of-order delivery.
         let idx = p.seg.checked_sub(self.cum_seg);

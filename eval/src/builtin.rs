@@ -1,0 +1,53 @@
+//! The scenarios shipped with `ccp-eval` (the TOML files under `eval/scenarios/`, embedded).
+
+use crate::scenario::{Scenario, ScenarioError};
+
+/// (name, file text) of every built-in scenario.
+pub const SCENARIOS: &[(&str, &str)] = &[
+    ("quick", include_str!("../scenarios/quick.toml")),
+    ("tcprl-288", include_str!("../scenarios/tcprl-288.toml")),
+    (
+        "wan-dcn-cellular",
+        include_str!("../scenarios/wan-dcn-cellular.toml"),
+    ),
+    ("dynamic", include_str!("../scenarios/dynamic.toml")),
+];
+
+/// A built-in scenario by name.
+pub fn scenario(name: &str) -> Option<Result<Scenario, ScenarioError>> {
+    SCENARIOS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, text)| Scenario::parse(&format!("eval/scenarios/{n}.toml"), text, None))
+}
+
+/// The first line of a built-in scenario's description.
+pub fn description(text: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix("description = "))
+        .map(|d| d.trim_matches('"').to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_scenario_parses_and_names_known_schemes() {
+        for (name, _) in SCENARIOS {
+            let s = scenario(name).unwrap().unwrap();
+            assert_eq!(&s.name, name);
+            for scheme in s.named_schemes() {
+                assert!(
+                    crate::schemes::resolve(&scheme).is_some(),
+                    "{name}: {scheme}"
+                );
+            }
+        }
+        assert_eq!(
+            scenario("tcprl-288").unwrap().unwrap().conditions.len(),
+            288
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! The results of a run as rows: one row per flow per run, the unit every table and plot is
+//! built from. `results.csv` is these rows; its columns are documented on [`FlowRow`].
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// One flow in one run of one condition with one scheme and one seed.
+///
+/// Units are in the column names. Empty cells mean "not applicable" (e.g. `fct_s` for a flow
+/// that runs until the end).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowRow {
+    /// Scenario name.
+    pub scenario: String,
+    /// Environment label within the scenario (e.g. `wan`, `dcn`, `cellular`; `default` if none).
+    pub env: String,
+    /// Condition id, unique within the scenario (e.g. `bw10-rtt40-loss0.01-buf1bdp`).
+    pub condition: String,
+    /// Bottleneck rate, Mbit/s (mean rate for traces; the first phase for changing paths).
+    pub bw_mbps: f64,
+    /// Base round-trip time, ms.
+    pub rtt_ms: f64,
+    /// Random loss probability.
+    pub loss: f64,
+    /// Bottleneck buffer, bytes.
+    pub buffer_bytes: u64,
+    /// The scheme under test in this run.
+    pub scheme: String,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Flow index within the run.
+    pub flow: usize,
+    /// `main` for flows of the scheme under test, `cross` for cross traffic.
+    pub role: String,
+    /// The scheme this flow ran (differs from `scheme` for cross traffic).
+    pub flow_scheme: String,
+    /// Flow size, bytes (empty: runs until the end).
+    pub size_bytes: Option<u64>,
+    /// Start time, s.
+    pub start_s: f64,
+    /// Mean goodput over the flow's active time, Mbit/s.
+    pub throughput_mbps: f64,
+    /// Goodput over bottleneck capacity.
+    pub utilization: f64,
+    /// Mean RTT, ms.
+    pub mean_rtt_ms: f64,
+    /// 95th-percentile RTT, ms.
+    pub p95_rtt_ms: f64,
+    /// Mean one-way queueing delay at the bottleneck, ms.
+    pub mean_qdelay_ms: f64,
+    /// 95th-percentile queueing delay, ms.
+    pub p95_qdelay_ms: f64,
+    /// Packets lost over packets sent.
+    pub loss_rate: f64,
+    /// Flow completion time, s (finite flows that completed).
+    pub fct_s: Option<f64>,
+    /// TCP-RL's reward: ln(throughput in Mbit/s / mean RTT in ms).
+    pub reward: f64,
+    /// Kleinrock's power: throughput (Mbit/s) / mean RTT (s).
+    pub power: f64,
+    /// Jain's index over the run's main flows.
+    pub jain: f64,
+    /// Retransmitted segments.
+    pub retransmits: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// `ok`, or `failed: <why>` for a run that failed (its metrics are zero).
+    pub status: String,
+}
+
+/// A point of a flow's time series (`series.csv`), written for scenarios that ask for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesRow {
+    /// Scenario name.
+    pub scenario: String,
+    /// Condition id.
+    pub condition: String,
+    /// Scheme under test.
+    pub scheme: String,
+    /// Seed.
+    pub seed: u64,
+    /// Flow index.
+    pub flow: usize,
+    /// Time, s.
+    pub t_s: f64,
+    /// Window, packets.
+    pub cwnd_pkts: f64,
+    /// Goodput over the last interval, Mbit/s.
+    pub throughput_mbps: f64,
+}
+
+/// Why results could not be read or written.
+#[derive(Debug, Error)]
+pub enum ResultsError {
+    /// File I/O.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// CSV encoding or decoding.
+    #[error("{path}: {source}")]
+    Csv {
+        /// File.
+        path: String,
+        /// Cause.
+        source: csv::Error,
+    },
+}
+
+/// Writes rows as CSV with a header.
+pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), ResultsError> {
+    let p = path.display().to_string();
+    let mut w = csv::Writer::from_path(path).map_err(|source| ResultsError::Csv {
+        path: p.clone(),
+        source,
+    })?;
+    for r in rows {
+        w.serialize(r).map_err(|source| ResultsError::Csv {
+            path: p.clone(),
+            source,
+        })?;
+    }
+    w.flush()
+        .map_err(|source| ResultsError::Io { path: p, source })
+}
+
+/// Reads rows written by [`write_csv`].
+pub fn read_csv<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, ResultsError> {
+    let p = path.display().to_string();
+    let mut r = csv::Reader::from_path(path).map_err(|source| ResultsError::Csv {
+        path: p.clone(),
+        source,
+    })?;
+    r.deserialize()
+        .collect::<Result<Vec<T>, _>>()
+        .map_err(|source| ResultsError::Csv { path: p, source })
+}

@@ -1,0 +1,523 @@
+//! Runs a scenario: every condition with every scheme and seed, in parallel, each run a
+//! simulation whose flows become [`FlowRow`]s.
+//!
+//! A run that fails or panics becomes rows with status `failed: <why>`; the others go on.
+//! `--shard I/N` keeps the jobs whose index is I modulo N, so N machines can split a scenario
+//! and `ccp-eval report` merges their directories.
+
+use std::io::IsTerminal;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use ccp_datapath::runtime::DatapathConfig;
+use ccp_datapath::sim::{
+    FlowResult, FlowSpec, LinkRate, LinkSpec, PathChange, Scheme, SimConfig, Simulation, Trace,
+};
+use thiserror::Error;
+
+use crate::results::{FlowRow, SeriesRow};
+use crate::scenario::{Buffer, Condition, FlowGroup, RateSource, Scenario};
+use crate::{schemes, traces};
+
+const MSS_BYTES: u32 = 1448;
+const INIT_CWND_PKTS: u32 = 10;
+/// Throughput floor used in the reward so a starved flow has a finite (very low) reward.
+const MIN_TPUT_MBPS: f64 = 1e-3;
+
+/// How to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Worker threads (0: one per core).
+    pub jobs: usize,
+    /// Keep jobs `i` with `i % n == k`: `(k, n)`.
+    pub shard: Option<(usize, usize)>,
+    /// Run only this seed instead of the scenario's.
+    pub seed: Option<u64>,
+    /// Run only these schemes instead of the scenario's.
+    pub schemes: Option<Vec<String>>,
+    /// Show a progress line on a terminal.
+    pub progress: bool,
+}
+
+/// The scenario cannot be run as asked.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// A scheme name nobody knows.
+    #[error("unknown scheme `{0}` (see `ccp-eval list`)")]
+    UnknownScheme(String),
+    /// A malformed shard.
+    #[error("bad shard {0}/{1}: need 0 <= I < N")]
+    BadShard(usize, usize),
+}
+
+/// One run to do.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Position in the full (unsharded) plan.
+    pub index: usize,
+    /// Condition index in the scenario.
+    pub condition: usize,
+    /// Scheme under test.
+    pub scheme: String,
+    /// Seed.
+    pub seed: u64,
+}
+
+/// Everything a scenario run produced.
+#[derive(Debug, Default)]
+pub struct RunOutput {
+    /// One per flow per run, in plan order.
+    pub rows: Vec<FlowRow>,
+    /// Time series (if the scenario asks for them).
+    pub series: Vec<SeriesRow>,
+    /// Runs done.
+    pub runs: usize,
+    /// Runs that failed.
+    pub failed: usize,
+    /// Simulated packets (for speed figures).
+    pub packets: u64,
+}
+
+/// The jobs of a scenario under `opts`, after checking every scheme name.
+pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError> {
+    let schemes: Vec<String> = match (&opts.schemes, &scenario.schemes) {
+        (Some(s), _) | (None, Some(s)) => s.clone(),
+        (None, None) => schemes::available()
+            .iter()
+            .map(|s| (*s).to_string())
+            .collect(),
+    };
+    for s in schemes.iter().chain(scenario.named_schemes().iter()) {
+        if schemes::resolve(s).is_none() {
+            return Err(RunError::UnknownScheme(s.clone()));
+        }
+    }
+    if let Some((k, n)) = opts.shard
+        && (n == 0 || k >= n)
+    {
+        return Err(RunError::BadShard(k, n));
+    }
+    let seeds = opts
+        .seed
+        .map_or_else(|| scenario.seeds.clone(), |s| vec![s]);
+    let mut jobs = Vec::new();
+    for c in 0..scenario.conditions.len() {
+        for scheme in &schemes {
+            for &seed in &seeds {
+                let index = jobs.len();
+                jobs.push(Job {
+                    index,
+                    condition: c,
+                    scheme: scheme.clone(),
+                    seed,
+                });
+            }
+        }
+    }
+    if let Some((k, n)) = opts.shard {
+        jobs.retain(|j| j.index % n == k);
+    }
+    Ok(jobs)
+}
+
+/// Runs the jobs on worker threads; results come back in plan order.
+pub fn run(scenario: &Scenario, jobs: &[Job], opts: &RunOptions) -> RunOutput {
+    let workers = if opts.jobs == 0 {
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    } else {
+        opts.jobs
+    }
+    .min(jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<JobOutput>>> = Mutex::new(vec![None; jobs.len()]);
+    let started = Instant::now();
+    let show = opts.progress && std::io::stderr().is_terminal();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    let out = run_job(scenario, job);
+                    if let Ok(mut v) = slots.lock() {
+                        v[i] = Some(out);
+                    }
+                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    if show {
+                        progress(n, jobs.len(), started);
+                    }
+                }
+            });
+        }
+    });
+    if show {
+        eprintln!();
+    }
+    let mut out = RunOutput::default();
+    let slots = slots
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for o in slots.into_iter().flatten() {
+        out.runs += 1;
+        out.failed += usize::from(o.failed);
+        out.packets += o.packets;
+        out.rows.extend(o.rows);
+        out.series.extend(o.series);
+    }
+    out
+}
+
+fn progress(done: usize, total: usize, started: Instant) {
+    let elapsed = started.elapsed().as_secs_f64();
+    let eta = elapsed / done as f64 * (total - done) as f64;
+    eprint!("\r[{done}/{total}] {elapsed:.0}s elapsed, ETA {eta:.0}s   ");
+}
+
+#[derive(Debug, Clone, Default)]
+struct JobOutput {
+    rows: Vec<FlowRow>,
+    series: Vec<SeriesRow>,
+    failed: bool,
+    packets: u64,
+}
+
+/// Runs one job; a failure or panic becomes failed rows.
+fn run_job(scenario: &Scenario, job: &Job) -> JobOutput {
+    let cond = &scenario.conditions[job.condition];
+    let attempt = catch_unwind(AssertUnwindSafe(|| simulate(scenario, cond, job)));
+    let err = match attempt {
+        Ok(Ok(out)) => return out,
+        Ok(Err(e)) => e,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            format!("panic: {msg}")
+        }
+    };
+    let ctx = RowCtx {
+        scenario,
+        cond,
+        job,
+        jain: 0.0,
+        capacity_bps: 0,
+        buffer_bytes: 0,
+    };
+    let rows = flow_specs(scenario, &job.scheme, 0)
+        .iter()
+        .enumerate()
+        .map(|(i, (role, name, spec))| {
+            let mut r = ctx.row(i, role, name, spec);
+            r.status = format!("failed: {}", err.replace(['\n', ','], " "));
+            r
+        })
+        .collect();
+    JobOutput {
+        rows,
+        series: Vec::new(),
+        failed: true,
+        packets: 0,
+    }
+}
+
+/// The bottleneck of a condition at its start, and its mean rate in bit/s.
+fn link_for(cond: &Condition) -> Result<(LinkSpec, u64), String> {
+    let rate = match &cond.rate {
+        RateSource::Constant(mbps) => LinkRate::Constant {
+            bps: (mbps * 1e6) as u64,
+        },
+        RateSource::TraceFile(p) => LinkRate::Trace(Trace::load(p).map_err(|e| e.to_string())?),
+        RateSource::Cellular(spec) => LinkRate::Trace(traces::cellular(spec)),
+    };
+    let bps = rate.mean_bps();
+    let bdp_bytes = bps as f64 / 8.0 * cond.rtt_ms / 1000.0;
+    let buffer_bytes = match cond.buffer {
+        Buffer::Bdp(x) => (bdp_bytes * x) as u64,
+        Buffer::Bytes(b) => b,
+        Buffer::Packets(p) => p * 1500,
+    }
+    .max(1500);
+    Ok((
+        LinkSpec {
+            rate,
+            buffer_bytes,
+            loss: cond.loss,
+        },
+        bps,
+    ))
+}
+
+/// Every flow of a run: (role, scheme name, spec).
+fn flow_specs(
+    scenario: &Scenario,
+    scheme: &str,
+    one_way_delay_ns: u64,
+) -> Vec<(&'static str, String, FlowSpec)> {
+    let mut out = Vec::new();
+    let mut add = |role: &'static str, g: &FlowGroup, name: &str| {
+        let Some(s) = schemes::resolve(name) else {
+            return;
+        };
+        for k in 0..g.count {
+            let start = g.start_s + g.stagger_s * k as f64;
+            out.push((
+                role,
+                name.to_string(),
+                FlowSpec {
+                    scheme: s.clone(),
+                    start_ns: (start * 1e9) as u64,
+                    size_bytes: g.size_bytes,
+                    one_way_delay_ns,
+                    mss_bytes: MSS_BYTES,
+                    init_cwnd_bytes: INIT_CWND_PKTS * MSS_BYTES,
+                },
+            ));
+        }
+    };
+    for g in &scenario.flows {
+        add("main", g, g.scheme.as_deref().unwrap_or(scheme));
+    }
+    for g in &scenario.cross {
+        add("cross", g, g.scheme.as_deref().unwrap_or(scheme));
+    }
+    out
+}
+
+fn simulate(scenario: &Scenario, cond: &Condition, job: &Job) -> Result<JobOutput, String> {
+    let (link, capacity_bps) = link_for(cond)?;
+    let owd = (cond.rtt_ms * 1e6 / 2.0) as u64;
+    let flows = flow_specs(scenario, &job.scheme, owd);
+    let buffer_bytes = link.buffer_bytes;
+    let needs_agent = flows
+        .iter()
+        .any(|(_, _, f)| matches!(f.scheme, Scheme::Ccp { .. }));
+    let agent = if needs_agent {
+        Some(schemes::spawn_agent().map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let duration_ns = (scenario.duration_s * 1e9) as u64;
+    let changes: Vec<PathChange> = cond
+        .phases
+        .iter()
+        .map(|p| PathChange {
+            at_ns: (p.at_s * 1e9) as u64,
+            rate: p.bw_mbps.map(|b| LinkRate::Constant {
+                bps: (b * 1e6) as u64,
+            }),
+            one_way_delay_ns: p.rtt_ms.map(|r| (r * 1e6 / 2.0) as u64),
+            loss: p.loss,
+            buffer_bytes: None,
+        })
+        .collect();
+    let cfg = SimConfig {
+        seed: job.seed,
+        duration_ns,
+        link,
+        flows: flows.iter().map(|(_, _, f)| f.clone()).collect(),
+        changes,
+        agent_latency_ns: 0,
+        sample_interval_ns: scenario.series_interval_ms * 1_000_000,
+        datapath: DatapathConfig::default(),
+    };
+    let result = Simulation::new(cfg, agent)
+        .map_err(|e| e.to_string())?
+        .run()
+        .map_err(|e| e.to_string())?;
+
+    let main_tputs: Vec<f64> = flows
+        .iter()
+        .zip(&result.flows)
+        .filter(|((role, _, _), _)| *role == "main")
+        .map(|(_, r)| r.throughput_bps(duration_ns))
+        .collect();
+    let ctx = RowCtx {
+        scenario,
+        cond,
+        job,
+        jain: jain(&main_tputs),
+        capacity_bps,
+        buffer_bytes,
+    };
+    let mut out = JobOutput {
+        packets: result.link_packets,
+        ..JobOutput::default()
+    };
+    for (i, ((role, name, spec), r)) in flows.iter().zip(&result.flows).enumerate() {
+        let capacity = mean_capacity_bps(
+            cond,
+            capacity_bps,
+            r.start_ns,
+            r.completion_ns.unwrap_or(duration_ns),
+        );
+        let mut row = ctx.row(i, role, name, spec);
+        fill_metrics(&mut row, r, duration_ns, capacity);
+        out.rows.push(row);
+        let mut last = (r.start_ns, 0u64);
+        for s in &r.series {
+            let dt = s.t_ns.saturating_sub(last.0);
+            let tput = if dt == 0 {
+                0.0
+            } else {
+                (s.delivered_bytes - last.1) as f64 * 8.0 / dt as f64 * 1e3
+            };
+            out.series.push(SeriesRow {
+                scenario: scenario.name.clone(),
+                condition: cond.id.clone(),
+                scheme: job.scheme.clone(),
+                seed: job.seed,
+                flow: i,
+                t_s: s.t_ns as f64 / 1e9,
+                cwnd_pkts: f64::from(s.cwnd_bytes) / f64::from(spec.mss_bytes),
+                throughput_mbps: tput,
+            });
+            last = (s.t_ns, s.delivered_bytes);
+        }
+    }
+    Ok(out)
+}
+
+/// Capacity averaged over `[start, end]`, following the condition's phases.
+fn mean_capacity_bps(cond: &Condition, first_bps: u64, start_ns: u64, end_ns: u64) -> f64 {
+    if cond.phases.is_empty() || end_ns <= start_ns {
+        return first_bps as f64;
+    }
+    let mut points: Vec<(u64, f64)> = vec![(0, first_bps as f64)];
+    let mut cur = first_bps as f64;
+    let mut phases = cond.phases.clone();
+    phases.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+    for p in &phases {
+        if let Some(b) = p.bw_mbps {
+            cur = b * 1e6;
+        }
+        points.push(((p.at_s * 1e9) as u64, cur));
+    }
+    let mut total = 0.0;
+    for (i, &(t, bps)) in points.iter().enumerate() {
+        let next = points.get(i + 1).map_or(u64::MAX, |p| p.0);
+        let lo = t.max(start_ns);
+        let hi = next.min(end_ns);
+        if hi > lo {
+            total += bps * (hi - lo) as f64;
+        }
+    }
+    total / (end_ns - start_ns) as f64
+}
+
+/// What every row of one run shares.
+struct RowCtx<'a> {
+    scenario: &'a Scenario,
+    cond: &'a Condition,
+    job: &'a Job,
+    jain: f64,
+    capacity_bps: u64,
+    buffer_bytes: u64,
+}
+
+impl RowCtx<'_> {
+    /// A row for flow `flow` with its identity filled in and its metrics zero.
+    fn row(&self, flow: usize, role: &str, flow_scheme: &str, spec: &FlowSpec) -> FlowRow {
+        FlowRow {
+            scenario: self.scenario.name.clone(),
+            env: self.cond.env.clone(),
+            condition: self.cond.id.clone(),
+            bw_mbps: self.capacity_bps as f64 / 1e6,
+            rtt_ms: self.cond.rtt_ms,
+            loss: self.cond.loss,
+            buffer_bytes: self.buffer_bytes,
+            scheme: self.job.scheme.clone(),
+            seed: self.job.seed,
+            flow,
+            role: role.to_string(),
+            flow_scheme: flow_scheme.to_string(),
+            size_bytes: spec.size_bytes,
+            start_s: spec.start_ns as f64 / 1e9,
+            throughput_mbps: 0.0,
+            utilization: 0.0,
+            mean_rtt_ms: 0.0,
+            p95_rtt_ms: 0.0,
+            mean_qdelay_ms: 0.0,
+            p95_qdelay_ms: 0.0,
+            loss_rate: 0.0,
+            fct_s: None,
+            reward: 0.0,
+            power: 0.0,
+            jain: self.jain,
+            retransmits: 0,
+            timeouts: 0,
+            status: "ok".into(),
+        }
+    }
+}
+
+fn fill_metrics(row: &mut FlowRow, r: &FlowResult, duration_ns: u64, capacity_bps: f64) {
+    let tput = r.throughput_bps(duration_ns) / 1e6;
+    row.throughput_mbps = tput;
+    row.utilization = if capacity_bps > 0.0 {
+        tput * 1e6 / capacity_bps
+    } else {
+        0.0
+    };
+    row.mean_rtt_ms = r.mean_rtt_us() / 1e3;
+    row.p95_rtt_ms = percentile(&r.rtt_samples_us, 0.95) / 1e3;
+    row.mean_qdelay_ms = r.mean_queue_delay_us() / 1e3;
+    row.p95_qdelay_ms = percentile(&r.queue_delay_samples_us, 0.95) / 1e3;
+    row.loss_rate = if r.packets_sent == 0 {
+        0.0
+    } else {
+        r.packets_dropped as f64 / r.packets_sent as f64
+    };
+    row.fct_s = r
+        .completion_ns
+        .map(|c| c.saturating_sub(r.start_ns) as f64 / 1e9);
+    let rtt_ms = if row.mean_rtt_ms > 0.0 {
+        row.mean_rtt_ms
+    } else {
+        1.0
+    };
+    row.reward = (tput.max(MIN_TPUT_MBPS) / rtt_ms).ln();
+    row.power = tput / (rtt_ms / 1e3);
+    row.retransmits = r.retransmits;
+    row.timeouts = r.timeouts;
+}
+
+/// The `q` quantile (nearest rank) of `samples`, as f64; 0 for none.
+pub fn percentile(samples: &[u32], q: f64) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let mut v = samples.to_vec();
+    let k = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    let (_, x, _) = v.select_nth_unstable(k);
+    f64::from(*x)
+}
+
+/// Jain's fairness index; 1 for zero or one flow.
+pub fn jain(xs: &[f64]) -> f64 {
+    let s: f64 = xs.iter().sum();
+    let s2: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.len() < 2 || s2 == 0.0 {
+        1.0
+    } else {
+        s * s / (xs.len() as f64 * s2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_jain() {
+        let v: Vec<u32> = (1..=100).collect();
+        assert!((percentile(&v, 0.95) - 95.0).abs() < 1e-9);
+        assert!((percentile(&v, 0.5) - 50.0).abs() < 1e-9);
+        assert!((jain(&[1.0, 1.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,49 @@
+//! The schemes `ccp-eval` can run, by name.
+//!
+//! Built-in schemes run inside the simulated datapath with no agent (Linux-like Reno and
+//! Cubic, for baselines and cross traffic). CCP schemes run as portus algorithms in a
+//! lock-step agent; every algorithm registered in [`spawn_agent`] appears here with no further
+//! wiring.
+
+use ccp_datapath::agent::{AIMD_NAME, Aimd};
+use ccp_datapath::sim::lockstep::LockstepError;
+use ccp_datapath::sim::{LockstepAgent, Scheme};
+
+/// Built-in Reno in the datapath (no agent).
+pub const NATIVE_RENO: &str = "native-reno";
+/// Built-in Cubic in the datapath (no agent).
+pub const NATIVE_CUBIC: &str = "native-cubic";
+
+/// Every scheme name, sorted.
+pub fn available() -> Vec<&'static str> {
+    let mut v = vec![NATIVE_CUBIC, NATIVE_RENO, AIMD_NAME];
+    v.sort_unstable();
+    v
+}
+
+/// How a scheme runs in the simulator, or `None` if the name is unknown.
+pub fn resolve(name: &str) -> Option<Scheme> {
+    match name {
+        NATIVE_RENO => Some(Scheme::Reno),
+        NATIVE_CUBIC => Some(Scheme::Cubic),
+        AIMD_NAME => Some(Scheme::Ccp {
+            alg: AIMD_NAME.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// One-line description for `ccp-eval list`.
+pub fn describe(name: &str) -> &'static str {
+    match name {
+        NATIVE_RENO => "Reno (RFC 5681) inside the datapath, no agent",
+        NATIVE_CUBIC => "Cubic (RFC 9438) inside the datapath, no agent",
+        AIMD_NAME => "CCP: AIMD test algorithm (one MSS per RTT, halve on loss) via portus",
+        _ => "",
+    }
+}
+
+/// Starts a lock-step portus agent with every CCP algorithm registered.
+pub fn spawn_agent() -> Result<LockstepAgent, LockstepError> {
+    LockstepAgent::spawn(Aimd::default())
+}
