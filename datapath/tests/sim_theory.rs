@@ -27,6 +27,7 @@ fn config(bps: u64, buffer_bytes: u64, loss: f64, flows: Vec<FlowSpec>, secs: u6
         flows,
         changes: Vec::new(),
         agent_latency_ns: 0,
+        ack_aggregation_ns: 0,
         sample_interval_ns: 0,
         datapath: DatapathConfig::default(),
     }
@@ -211,4 +212,41 @@ fn a_ccp_flow_in_lock_step_with_a_portus_agent_is_deterministic() {
             .collect::<Vec<_>>()
     );
     assert_eq!(a.events, b.events);
+}
+
+#[test]
+fn ack_aggregation_and_app_limited_periods() {
+    // ACKs released every 10 ms arrive in bursts: RTT samples are multiples of 10 ms.
+    let flow = FlowSpec::bulk(
+        Scheme::Fixed {
+            cwnd_bytes: 20 * MSS,
+        },
+        12 * MS,
+    );
+    let mut cfg = config(10_000_000, 1_000_000, 0.0, vec![flow.clone()], 5);
+    cfg.ack_aggregation_ns = 10 * MS;
+    let r = run(cfg);
+    let rtts = &r.flows[0].rtt_samples_us;
+    assert!(
+        rtts.iter().all(|&u| u >= 24_000),
+        "no RTT below the propagation delay"
+    );
+    assert!(
+        rtts.iter().any(|&u| u >= 30_000),
+        "aggregation delays some ACKs"
+    );
+
+    // On 1 s, off 1 s, with a window of one BDP (17 segments at 10 Mbit/s, 20 ms) so no
+    // standing queue drains into the off periods: about half the capacity.
+    let mut flow = FlowSpec::bulk(
+        Scheme::Fixed {
+            cwnd_bytes: 18 * MSS,
+        },
+        10 * MS,
+    );
+    flow.on_off_ns = Some((1_000 * MS, 1_000 * MS));
+    let r = run(config(10_000_000, 1_000_000, 0.0, vec![flow], 20));
+    let util = r.flows[0].throughput_bps(r.duration_ns) / 10e6;
+    println!("on/off 1 s / 1 s: utilization {util:.3}");
+    assert!((0.45..0.55).contains(&util), "utilization {util:.3}");
 }

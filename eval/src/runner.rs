@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
-    FlowResult, FlowSpec, LinkRate, LinkSpec, PathChange, Scheme, SimConfig, Simulation, Trace,
+    FlowResult, FlowSpec, LinkRate, LinkSpec, PathChange, Scheme, SimConfig, Simulation,
 };
 use thiserror::Error;
 
@@ -226,12 +226,12 @@ fn run_job(scenario: &Scenario, job: &Job) -> JobOutput {
 }
 
 /// The bottleneck of a condition at its start, and its mean rate in bit/s.
-fn link_for(cond: &Condition) -> Result<(LinkSpec, u64), String> {
+fn link_for(cond: &Condition) -> (LinkSpec, u64) {
     let rate = match &cond.rate {
         RateSource::Constant(mbps) => LinkRate::Constant {
             bps: (mbps * 1e6) as u64,
         },
-        RateSource::TraceFile(p) => LinkRate::Trace(Trace::load(p).map_err(|e| e.to_string())?),
+        RateSource::TraceFile(_, trace) => LinkRate::Trace(trace.clone()),
         RateSource::Cellular(spec) => LinkRate::Trace(traces::cellular(spec)),
     };
     let bps = rate.mean_bps();
@@ -242,14 +242,14 @@ fn link_for(cond: &Condition) -> Result<(LinkSpec, u64), String> {
         Buffer::Packets(p) => p * 1500,
     }
     .max(1500);
-    Ok((
+    (
         LinkSpec {
             rate,
             buffer_bytes,
             loss: cond.loss,
         },
         bps,
-    ))
+    )
 }
 
 /// Every flow of a run: (role, scheme name, spec).
@@ -275,6 +275,9 @@ fn flow_specs(
                     one_way_delay_ns,
                     mss_bytes: MSS_BYTES,
                     init_cwnd_bytes: INIT_CWND_PKTS * MSS_BYTES,
+                    on_off_ns: g
+                        .on_off_s
+                        .map(|(on, off)| ((on * 1e9) as u64, (off * 1e9) as u64)),
                 },
             ));
         }
@@ -289,7 +292,7 @@ fn flow_specs(
 }
 
 fn simulate(scenario: &Scenario, cond: &Condition, job: &Job) -> Result<JobOutput, String> {
-    let (link, capacity_bps) = link_for(cond)?;
+    let (link, capacity_bps) = link_for(cond);
     let owd = (cond.rtt_ms * 1e6 / 2.0) as u64;
     let flows = flow_specs(scenario, &job.scheme, owd);
     let buffer_bytes = link.buffer_bytes;
@@ -322,6 +325,7 @@ fn simulate(scenario: &Scenario, cond: &Condition, job: &Job) -> Result<JobOutpu
         flows: flows.iter().map(|(_, _, f)| f.clone()).collect(),
         changes,
         agent_latency_ns: 0,
+        ack_aggregation_ns: (cond.ack_aggregation_ms * 1e6) as u64,
         sample_interval_ns: scenario.series_interval_ms * 1_000_000,
         datapath: DatapathConfig::default(),
     };

@@ -16,6 +16,7 @@
 //! # trace = "traces/lte.up"  # a mahimahi trace instead of bw_mbps (path relative to this file)
 //! # cellular = { seed = 3, mean_mbps = 12 }  # a generated cellular trace instead
 //! # phases = [{ at_s = 60, bw_mbps = 50, rtt_ms = 40, loss = 0.01 }]  # a changing path
+//! # ack_aggregation_ms = 10 # ACKs released in bursts every 10 ms
 //!
 //! [grid]                     # ... and/or a grid: every combination
 //! bw_mbps = [10, 50]
@@ -27,6 +28,7 @@
 //! count = 1
 //! start_s = 0.0
 //! # size_bytes = 1_000_000  # finite flow
+//! # on_off_s = [1.0, 0.5]   # application-limited: 1 s with data, 0.5 s without
 //!
 //! [[cross]]                  # cross traffic with a fixed scheme
 //! scheme = "native-cubic"
@@ -37,6 +39,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ccp_datapath::sim::Trace;
 use serde::Deserialize;
 use thiserror::Error;
 use toml::Spanned;
@@ -92,8 +95,8 @@ pub enum Buffer {
 pub enum RateSource {
     /// A constant rate, Mbit/s.
     Constant(f64),
-    /// A mahimahi trace file.
-    TraceFile(PathBuf),
+    /// A mahimahi trace file, and its contents.
+    TraceFile(PathBuf, Trace),
     /// A generated cellular trace.
     Cellular(CellularSpec),
 }
@@ -128,6 +131,8 @@ pub struct Condition {
     pub buffer: Buffer,
     /// Path changes.
     pub phases: Vec<Phase>,
+    /// ACK aggregation interval, ms (0: none).
+    pub ack_aggregation_ms: f64,
 }
 
 /// A group of flows.
@@ -143,6 +148,8 @@ pub struct FlowGroup {
     pub stagger_s: f64,
     /// Bytes each (`None`: until the end).
     pub size_bytes: Option<u64>,
+    /// Application on/off periods, s (`None`: always has data).
+    pub on_off_s: Option<(f64, f64)>,
 }
 
 /// A validated scenario.
@@ -215,6 +222,8 @@ struct RawCondition {
     buffer_pkts: Option<Spanned<u64>>,
     #[serde(default)]
     phases: Vec<Spanned<RawPhase>>,
+    #[serde(default)]
+    ack_aggregation_ms: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -255,6 +264,8 @@ struct RawFlows {
     stagger_s: f64,
     #[serde(default)]
     size_bytes: Option<u64>,
+    #[serde(default)]
+    on_off_s: Option<Spanned<[f64; 2]>>,
 }
 
 fn one() -> Spanned<usize> {
@@ -373,6 +384,7 @@ impl Scenario {
                 start_s: 0.0,
                 stagger_s: 0.0,
                 size_bytes: None,
+                on_off_s: None,
             });
         }
         let cross = groups(&src, &raw.cross, "cross", true)?;
@@ -441,12 +453,26 @@ fn groups(
                 let field = format!("{what}[{i}].scheme");
                 return Err(src.invalid(&f.count, field, "cross traffic needs a scheme"));
             }
+            if let Some(oo) = &f.on_off_s {
+                let ok = |v: &[f64; 2]| v.iter().all(|&x| pos(x));
+                check(
+                    src,
+                    oo,
+                    format!("{what}[{i}].on_off_s"),
+                    ok,
+                    "both periods must be > 0 s",
+                )?;
+            }
             Ok(FlowGroup {
                 scheme: f.scheme.clone(),
                 count: *f.count.get_ref(),
                 start_s: f.start_s.max(0.0),
                 stagger_s: f.stagger_s.max(0.0),
                 size_bytes: f.size_bytes,
+                on_off_s: f
+                    .on_off_s
+                    .as_ref()
+                    .map(|v| (v.get_ref()[0], v.get_ref()[1])),
             })
         })
         .collect()
@@ -481,11 +507,19 @@ fn condition(
         None => 0.0,
     };
     let buffer = buffer(src, c, &f)?;
+    let ack_aggregation_ms = match &c.ack_aggregation_ms {
+        Some(a) => {
+            let ok = |x: &f64| x.is_finite() && *x >= 0.0;
+            check(src, a, f("ack_aggregation_ms"), ok, "must be >= 0 ms")?;
+            *a.get_ref()
+        }
+        None => 0.0,
+    };
     let phases = phases(src, c, &f)?;
     let id = c.id.clone().unwrap_or_else(|| {
         let rate = match &rate {
             RateSource::Constant(b) => format!("bw{}", fmt_num(*b)),
-            RateSource::TraceFile(p) => {
+            RateSource::TraceFile(p, _) => {
                 format!(
                     "trace-{}",
                     p.file_name()
@@ -514,6 +548,7 @@ fn condition(
         loss,
         buffer,
         phases,
+        ack_aggregation_ms,
     })
 }
 
@@ -552,7 +587,9 @@ fn rate_source(
         if !p.is_file() {
             return Err(src.invalid(t, f("trace"), &format!("no trace file at {}", p.display())));
         }
-        RateSource::TraceFile(p)
+        // Read it now, so a malformed trace is a bad-input error before anything runs.
+        let trace = Trace::load(&p).map_err(|e| src.invalid(t, f("trace"), &e.to_string()))?;
+        RateSource::TraceFile(p, trace)
     } else if let Some(cell) = &c.cellular {
         check(
             src,
@@ -702,6 +739,7 @@ fn grid(src: &Src<'_>, g: &RawGrid) -> Result<Vec<Condition>, ScenarioError> {
                         loss,
                         buffer: Buffer::Bdp(buf),
                         phases: Vec::new(),
+                        ack_aggregation_ms: 0.0,
                     });
                 }
             }

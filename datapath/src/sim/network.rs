@@ -65,6 +65,9 @@ pub struct FlowSpec {
     pub mss_bytes: u32,
     /// Initial window, bytes.
     pub init_cwnd_bytes: u32,
+    /// Application on/off periods `(on_ns, off_ns)`: during "off" the application gives no new
+    /// data (the flow is application-limited; retransmissions still go). `None`: always on.
+    pub on_off_ns: Option<(u64, u64)>,
 }
 
 impl FlowSpec {
@@ -77,6 +80,7 @@ impl FlowSpec {
             one_way_delay_ns,
             mss_bytes: 1448,
             init_cwnd_bytes: 10 * 1448,
+            on_off_ns: None,
         }
     }
 }
@@ -112,6 +116,9 @@ pub struct SimConfig {
     pub changes: Vec<PathChange>,
     /// Delay between a report reaching the agent and its answer reaching the datapath, ns.
     pub agent_latency_ns: u64,
+    /// ACK aggregation: ACKs reach senders only at multiples of this interval, in bursts, as
+    /// on Wi-Fi and cellular links, ns (0: every ACK on its own).
+    pub ack_aggregation_ns: u64,
     /// Interval of the per-flow time series, ns (0: none).
     pub sample_interval_ns: u64,
     /// Datapath runtime settings.
@@ -256,6 +263,7 @@ enum Ev {
     AgentAnswers,
     Sample,
     Change(usize),
+    AppToggle(usize),
 }
 
 enum Control {
@@ -384,6 +392,7 @@ impl Simulation {
                 Ev::AgentAnswers => self.deliver_answers(),
                 Ev::Sample => self.sample(),
                 Ev::Change(i) => self.change_path(i),
+                Ev::AppToggle(f) => self.app_toggle(f),
             }
         }
         self.result.duration_ns = self.cfg.duration_ns;
@@ -468,6 +477,9 @@ impl Simulation {
         };
         self.flows[f].control = control;
         self.flows[f].started = true;
+        if let Some((on, _)) = self.flows[f].spec.on_off_ns {
+            self.schedule(self.now + on.max(1), Ev::AppToggle(f));
+        }
         self.sync_agent()?;
         self.pump(f);
         Ok(())
@@ -540,7 +552,11 @@ impl Simulation {
         fl.result
             .queue_delay_samples_us
             .push((sojourn / 1_000).min(u64::from(u32::MAX)) as u32);
-        let ack_at = self.now + 2 * fl.spec.one_way_delay_ns;
+        let mut ack_at = self.now + 2 * fl.spec.one_way_delay_ns;
+        let agg = self.cfg.ack_aggregation_ns;
+        if agg > 0 {
+            ack_at = ack_at.div_ceil(agg) * agg;
+        }
         self.schedule(
             ack_at,
             Ev::Ack {
@@ -619,6 +635,23 @@ impl Simulation {
             }
             Some(_) => self.arm_rto(f),
             None => {}
+        }
+    }
+
+    fn app_toggle(&mut self, f: usize) {
+        let fl = &mut self.flows[f];
+        let Some((on, off)) = fl.spec.on_off_ns else {
+            return;
+        };
+        if fl.done {
+            return;
+        }
+        let paused = !fl.sender.app_paused;
+        fl.sender.app_paused = paused;
+        let next = self.now + if paused { off.max(1) } else { on.max(1) };
+        self.schedule(next, Ev::AppToggle(f));
+        if !paused {
+            self.pump(f);
         }
     }
 

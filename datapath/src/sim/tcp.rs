@@ -64,6 +64,8 @@ pub struct Sender {
     pub cwnd_bytes: u32,
     /// Pacing rate, bytes/s (`None`: unpaced).
     pub pacing_bytes_per_sec: Option<u64>,
+    /// The application has no new data for now (retransmissions still go).
+    pub app_paused: bool,
     next_pn: u64,
     packets: VecDeque<SentPacket>,
     base_pn: u64,
@@ -107,6 +109,7 @@ impl Sender {
             size_bytes,
             cwnd_bytes: init_cwnd_bytes.max(mss_bytes),
             pacing_bytes_per_sec: None,
+            app_paused: false,
             next_pn: 0,
             packets: VecDeque::new(),
             base_pn: 0,
@@ -187,6 +190,9 @@ impl Sender {
     fn next_segment(&self) -> Option<u64> {
         if let Some(&s) = self.retx.front() {
             return Some(s);
+        }
+        if self.app_paused {
+            return None;
         }
         match self.total_segs() {
             Some(n) if self.next_new_seg >= n => None,
