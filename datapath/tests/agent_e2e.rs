@@ -172,3 +172,59 @@ fn unix_agent_controls_the_flow_survives_its_death_and_is_taken_back() {
     handle2.kill();
     handle2.wait().expect("agent stops");
 }
+
+#[test]
+fn simulator_in_real_time_with_an_agent_over_unix_sockets() {
+    use ccp_datapath::runtime::DatapathConfig;
+    use ccp_datapath::sim::{FlowSpec, LinkRate, LinkSpec, Scheme, SimConfig, Simulation};
+
+    init_tracing();
+    let pid = std::process::id();
+    let agent_name = format!("rt-agent-{pid}");
+    let alg = Aimd::default();
+    let counters = alg.counters.clone();
+    let handle = agent::spawn_unix_agent(alg, &agent_name).expect("agent");
+    let transport = UnixTransport::bind(&format!("rt-dp-{pid}"), &agent_name).expect("bind");
+    let cfg = SimConfig {
+        seed: 1,
+        duration_ns: 1_500_000_000,
+        link: LinkSpec {
+            rate: LinkRate::Constant { bps: 10_000_000 },
+            buffer_bytes: 25_000,
+            loss: 0.0,
+        },
+        flows: vec![FlowSpec::bulk(
+            Scheme::Ccp {
+                alg: agent::AIMD_NAME.into(),
+            },
+            10_000_000,
+        )],
+        changes: Vec::new(),
+        agent_latency_ns: 0,
+        ack_aggregation_ns: 0,
+        sample_interval_ns: 0,
+        datapath: demo_config(),
+    };
+    let started = std::time::Instant::now();
+    let r = Simulation::new_realtime(cfg, transport)
+        .expect("sim")
+        .run()
+        .expect("run");
+    let wall = started.elapsed();
+    let reports = counters.reports.load(Ordering::Relaxed);
+    let util = r.flows[0].throughput_bps(r.duration_ns) / 10e6;
+    println!(
+        "real time: {wall:?} wall for 1.5 s virtual, {reports} reports, utilization {util:.2}"
+    );
+    assert!(
+        wall >= Duration::from_millis(1_400),
+        "paced to the wall clock: {wall:?}"
+    );
+    assert!(
+        reports >= 30,
+        "the agent controlled the flow: {reports} reports"
+    );
+    assert!(util > 0.3, "the flow moved: {util:.2}");
+    handle.kill();
+    handle.wait().expect("agent stops");
+}

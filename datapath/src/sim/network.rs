@@ -8,6 +8,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
@@ -17,7 +18,7 @@ use super::lockstep::{LockstepAgent, LockstepError};
 use super::rng::Rng;
 use super::tcp::Sender;
 use crate::runtime::fallback::RenoFallback;
-use crate::runtime::transport::{NoAgent, RecvError, SendError, Transport};
+use crate::runtime::transport::{NoAgent, RecvError, SendError, Transport, UnixTransport};
 use crate::runtime::{Datapath, DatapathConfig, FlowInfo, ManualClock, RuntimeError};
 
 /// The bottleneck.
@@ -233,6 +234,8 @@ pub struct SimResult {
 pub enum SimTransport {
     /// A lock-step portus agent.
     Agent(LockstepAgent),
+    /// An external agent over a unix socket (real-time mode).
+    Unix(UnixTransport),
     /// No agent.
     None(NoAgent),
 }
@@ -241,6 +244,7 @@ impl Transport for SimTransport {
     fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
         match self {
             SimTransport::Agent(a) => a.send(msg),
+            SimTransport::Unix(u) => u.send(msg),
             SimTransport::None(n) => n.send(msg),
         }
     }
@@ -248,6 +252,7 @@ impl Transport for SimTransport {
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, RecvError> {
         match self {
             SimTransport::Agent(a) => a.try_recv(buf),
+            SimTransport::Unix(u) => u.try_recv(buf),
             SimTransport::None(n) => n.try_recv(buf),
         }
     }
@@ -287,6 +292,8 @@ struct FlowState {
 /// A simulation ready to run.
 pub struct Simulation {
     cfg: SimConfig,
+    /// Real-time mode: the wall-clock instant virtual time 0 maps to.
+    wall_start: Option<Instant>,
     now: u64,
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
@@ -310,11 +317,22 @@ impl Simulation {
         {
             return Err(SimError::NoAgent(i));
         }
-        let clock = ManualClock::new(0);
         let transport = match agent {
             Some(a) => SimTransport::Agent(a),
             None => SimTransport::None(NoAgent),
         };
+        Self::build(cfg, transport, false)
+    }
+
+    /// Builds a run paced to the wall clock whose CCP flows talk to an external agent (its own
+    /// process, e.g. `ccp-eval agent`) over a unix socket: for demos. Results then depend on
+    /// scheduling and are not reproducible; the lock-step mode of [`Simulation::new`] is.
+    pub fn new_realtime(cfg: SimConfig, transport: UnixTransport) -> Result<Self, SimError> {
+        Self::build(cfg, SimTransport::Unix(transport), true)
+    }
+
+    fn build(cfg: SimConfig, transport: SimTransport, realtime: bool) -> Result<Self, SimError> {
+        let clock = ManualClock::new(0);
         let dp = Datapath::new(cfg.datapath.clone(), transport, clock.clone());
         let link = Bottleneck::new(
             cfg.link.rate.clone(),
@@ -340,6 +358,7 @@ impl Simulation {
             })
             .collect();
         let mut sim = Self {
+            wall_start: realtime.then(Instant::now),
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
@@ -377,6 +396,9 @@ impl Simulation {
             if t > self.cfg.duration_ns {
                 break;
             }
+            if let Some(start) = self.wall_start {
+                self.wait_for_wall_clock(start, t);
+            }
             self.now = t;
             self.clock.set_ns(t);
             self.result.events += 1;
@@ -409,6 +431,19 @@ impl Simulation {
             })
             .collect();
         Ok(self.result)
+    }
+
+    /// Real-time mode: sleeps until wall time catches up with `t_ns`, taking in the agent's
+    /// messages meanwhile.
+    fn wait_for_wall_clock(&mut self, start: Instant, t_ns: u64) {
+        loop {
+            self.dp.poll();
+            let elapsed = start.elapsed().as_nanos() as u64;
+            if elapsed >= t_ns {
+                return;
+            }
+            std::thread::sleep(Duration::from_nanos((t_ns - elapsed).min(200_000)));
+        }
     }
 
     /// Waits for the agent to handle what the datapath sent, then delivers its answers now or
