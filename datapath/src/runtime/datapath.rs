@@ -8,7 +8,7 @@ use super::connection::{Connection, ProgramRef};
 use super::program::{Program, implicit};
 use super::transport::{SendError, Transport};
 use super::vm::{self, Now};
-use super::wire::{self, AgentMsg, CreateInfo, DecodeError, WireError};
+use super::wire::{self, AgentMsg, DecodeError, WireError};
 use super::{Actions, Clock, Control, DatapathConfig, FlowInfo, Primitives, RuntimeError, Stats};
 
 /// Receive buffer size: the largest message libccp accepts.
@@ -524,19 +524,14 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        let info = CreateInfo {
+        let info = FlowInfo {
             // The agent takes the flow back from where it is now.
             init_cwnd_bytes: if conn.create_sent_ns.is_some() {
                 conn.last_cwnd
             } else {
                 conn.info.init_cwnd_bytes
             },
-            mss_bytes: conn.info.mss_bytes,
-            src_ip: conn.info.src_ip,
-            src_port: conn.info.src_port,
-            dst_ip: conn.info.dst_ip,
-            dst_port: conn.info.dst_port,
-            alg: conn.info.alg.clone(),
+            ..conn.info.clone()
         };
         conn.create_sent_ns = Some(now);
         conn.next_create_ns = now.saturating_add(conn.create_backoff_ns);

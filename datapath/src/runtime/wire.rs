@@ -11,6 +11,8 @@
 
 use thiserror::Error;
 
+use super::FlowInfo;
+
 /// Length of the common header.
 pub const HEADER_LEN: usize = 8;
 /// Largest message libccp accepts (`BIGGEST_MSG_SIZE`); anything longer is rejected.
@@ -433,27 +435,9 @@ pub fn encode_ready(out: &mut Vec<u8>, id: u32) {
     out.extend_from_slice(&id.to_le_bytes());
 }
 
-/// The flow description carried by CREATE.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CreateInfo {
-    /// Initial congestion window, bytes.
-    pub init_cwnd_bytes: u32,
-    /// Maximum segment size, bytes.
-    pub mss_bytes: u32,
-    /// Source IPv4 address (host order).
-    pub src_ip: u32,
-    /// Source port.
-    pub src_port: u32,
-    /// Destination IPv4 address (host order).
-    pub dst_ip: u32,
-    /// Destination port.
-    pub dst_port: u32,
-    /// Requested algorithm; names longer than 63 bytes are cut at a character boundary.
-    pub alg: Option<String>,
-}
-
 /// Encodes CREATE for flow `sid`, replacing the contents of `out`.
-pub fn encode_create(out: &mut Vec<u8>, sid: u32, info: &CreateInfo) {
+/// Names longer than 63 bytes are cut at a character boundary.
+pub fn encode_create(out: &mut Vec<u8>, sid: u32, info: &FlowInfo) {
     out.clear();
     put_header(out, msg_type::CREATE, CREATE_MSG_LEN, sid);
     for v in [
@@ -564,9 +548,9 @@ mod tests {
         encode_create(
             &mut out,
             3,
-            &CreateInfo {
+            &FlowInfo {
                 alg: Some("x".repeat(100)),
-                ..CreateInfo::default()
+                ..FlowInfo::default()
             },
         );
         assert_eq!(out.len(), CREATE_MSG_LEN);

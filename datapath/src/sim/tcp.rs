@@ -349,7 +349,8 @@ impl Sender {
         self.finish_ack(out)
     }
 
-    fn finish_ack(&mut self, mut out: AckOutcome) -> AckOutcome {
+    /// Forgets packets at the front that are acknowledged or lost.
+    fn drop_resolved_front(&mut self) {
         while self
             .packets
             .front()
@@ -358,6 +359,10 @@ impl Sender {
             self.packets.pop_front();
             self.base_pn += 1;
         }
+    }
+
+    fn finish_ack(&mut self, mut out: AckOutcome) -> AckOutcome {
+        self.drop_resolved_front();
         out.prims.was_timeout = std::mem::take(&mut self.pending_timeout);
         out.prims.bytes_in_flight = self.inflight_bytes.min(u64::from(u32::MAX)) as u32;
         out.prims.packets_in_flight = self.inflight_pkts;
@@ -424,14 +429,7 @@ impl Sender {
         self.rto_backoff += 1;
         self.rto_deadline_ns = Some(now_ns + self.rto_ns());
         self.next_send_ns = now_ns;
-        while self
-            .packets
-            .front()
-            .is_some_and(|p| p.state != PktState::InFlight)
-        {
-            self.packets.pop_front();
-            self.base_pn += 1;
-        }
+        self.drop_resolved_front();
     }
 }
 
