@@ -175,7 +175,6 @@ fn unix_agent_controls_the_flow_survives_its_death_and_is_taken_back() {
 
 #[test]
 fn simulator_in_real_time_with_an_agent_over_unix_sockets() {
-    use ccp_datapath::runtime::DatapathConfig;
     use ccp_datapath::sim::{FlowSpec, LinkRate, LinkSpec, Scheme, SimConfig, Simulation};
 
     init_tracing();
