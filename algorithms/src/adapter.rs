@@ -1,0 +1,169 @@
+//! The one generic adapter: any [`AlgorithmConfig`] becomes a portus [`CongAlg`] over every
+//! IPC, so each algorithm also runs alone (`ccp-agent --alg cubic`, `ccp-eval --schemes cubic`).
+//!
+//! The per-flow object owns the portus [`Datapath`] handle (the algorithm never sees it). It
+//! decodes each report with the program it installed, hands the [`Measurement`] to the
+//! algorithm and turns the returned [`Control`] into datapath messages: a program change
+//! carries `Cwnd` and `Rate` inside the CHANGE_PROG (an UPDATE_FIELD sent just before it would
+//! be discarded by the datapath); otherwise they go as one UPDATE_FIELD. Reports that still
+//! carry an older program's uid are dropped and counted, never unwrapped.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use portus::ipc::Ipc;
+use portus::lang::Scope;
+use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
+use tracing::debug;
+
+use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement};
+use crate::programs::{DecodeError, ProgramSpec};
+
+/// Counters shared by every flow of one adapter.
+#[derive(Debug, Default)]
+pub struct AdapterCounters {
+    /// Flows created.
+    pub flows: AtomicU64,
+    /// Reports decoded and handed to the algorithm.
+    pub reports: AtomicU64,
+    /// Reports dropped because they came from a program the flow no longer runs.
+    pub stale_reports: AtomicU64,
+    /// Reports dropped because a field could not be read.
+    pub bad_reports: AtomicU64,
+    /// Messages portus refused to send (unknown program or field, closed IPC).
+    pub send_errors: AtomicU64,
+}
+
+/// An algorithm config run as a portus algorithm.
+#[derive(Debug, Default)]
+pub struct Ccp<C> {
+    config: C,
+    counters: Arc<AdapterCounters>,
+}
+
+impl<C: AlgorithmConfig> Ccp<C> {
+    /// Wraps `config`.
+    pub fn new(config: C) -> Self {
+        Self {
+            config,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The counters every flow of this adapter updates.
+    pub fn counters(&self) -> Arc<AdapterCounters> {
+        self.counters.clone()
+    }
+}
+
+/// One flow: the algorithm's state machine and the datapath handle it never sees.
+pub struct CcpFlow<I: Ipc> {
+    datapath: Datapath<I>,
+    alg: Box<dyn Algorithm>,
+    program: Option<(&'static ProgramSpec, Scope)>,
+    counters: Arc<AdapterCounters>,
+}
+
+impl<I: Ipc, C: AlgorithmConfig> CongAlg<I> for Ccp<C> {
+    type Flow = CcpFlow<I>;
+
+    fn name() -> &'static str {
+        C::NAME
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        ProgramSpec::registration(self.config.programs())
+    }
+
+    fn new_flow(&self, datapath: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        let start = FlowStart {
+            sock_id: info.sock_id,
+            mss_bytes: info.mss.max(1),
+            init_cwnd_bytes: info.init_cwnd,
+            // splitmix64's increment: distinct, well-spread seeds per socket.
+            seed: u64::from(info.sock_id).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        };
+        self.counters.flows.fetch_add(1, Ordering::Relaxed);
+        let mut flow = CcpFlow {
+            datapath,
+            alg: self.config.build(&start),
+            program: None,
+            counters: self.counters.clone(),
+        };
+        flow.take_over(&Handoff::flow_start(&start));
+        flow
+    }
+}
+
+impl<I: Ipc> CcpFlow<I> {
+    /// Activates the algorithm with `handoff`, installing its first program unless the
+    /// activation names another.
+    fn take_over(&mut self, handoff: &Handoff) {
+        let mut control = self.alg.activate(handoff);
+        if control.program.is_none()
+            && let Some(first) = self.alg.programs().first()
+        {
+            control = control.with_program(first);
+        }
+        self.apply(control);
+    }
+
+    /// Sends what `control` asks for.
+    fn apply(&mut self, control: Control) {
+        let mut fields: Vec<(&str, u32)> = Vec::with_capacity(2);
+        if let Some(c) = control.cwnd_bytes {
+            fields.push(("Cwnd", c));
+        }
+        if let Some(p) = control.pacing {
+            fields.push(("Rate", p.datapath_rate()));
+        }
+        if let Some(switch) = control.program {
+            fields.extend(switch.fields.iter().copied());
+            match self
+                .datapath
+                .set_program(switch.program.name, Some(&fields))
+            {
+                Ok(scope) => self.program = Some((switch.program, scope)),
+                Err(e) => {
+                    self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                    debug!(error = %e.0, program = switch.program.name, "set_program failed");
+                }
+            }
+        } else if let (false, Some((_, scope))) = (fields.is_empty(), self.program.as_ref())
+            && let Err(e) = self.datapath.update_field(scope, &fields)
+        {
+            self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+            debug!(error = %e.0, "update_field failed");
+        }
+    }
+
+    fn decode(&self, report: &Report) -> Option<Measurement> {
+        let (program, scope) = self.program.as_ref()?;
+        match program.decode(report, scope) {
+            Ok(m) => Some(m),
+            Err(DecodeError::Stale { .. }) => {
+                self.counters.stale_reports.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(e @ DecodeError::Field { .. }) => {
+                self.counters.bad_reports.fetch_add(1, Ordering::Relaxed);
+                debug!(error = %e, "report dropped");
+                None
+            }
+        }
+    }
+}
+
+impl<I: Ipc> Flow for CcpFlow<I> {
+    fn on_report(&mut self, _sock_id: u32, report: Report) {
+        let Some(m) = self.decode(&report) else {
+            return;
+        };
+        self.counters.reports.fetch_add(1, Ordering::Relaxed);
+        let control = self.alg.on_report(&m);
+        if !control.is_none() {
+            self.apply(control);
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Unit tests of each RFC 9438 step.
+
+use super::*;
+
+const MSS: u32 = 1000;
+
+fn cubic() -> Cubic {
+    Cubic::new(
+        CubicConfig::default(),
+        &FlowStart {
+            sock_id: 1,
+            mss_bytes: MSS,
+            init_cwnd_bytes: 10 * MSS,
+            seed: 0,
+        },
+    )
+}
+
+fn report(now_us: u64, acked_segments: u64) -> Measurement {
+    Measurement {
+        now_us,
+        acked_bytes: acked_segments * u64::from(MSS),
+        rtt_us: 100_000,
+        min_rtt_us: 100_000,
+        ..Measurement::default()
+    }
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+#[test]
+fn k_is_the_time_to_climb_back_to_w_max() {
+    // RFC 9438 §4.2 eq. 2: K = cbrt((W_max - cwnd_epoch) / C); 100 -> 70 with C = 0.4.
+    let c = cubic();
+    let k = c.k_seconds(100.0, 70.0);
+    assert!(close(k, (30.0_f64 / 0.4).cbrt(), 1e-12));
+    assert!(close(c.w_cubic(k, k, 100.0), 100.0, 1e-9));
+    assert!(close(c.w_cubic(0.0, k, 100.0), 70.0, 1e-9));
+    assert!(
+        close(c.k_seconds(50.0, 70.0), 0.0, 0.0),
+        "no concave region above W_max"
+    );
+}
+
+#[test]
+fn the_curve_is_concave_then_convex_around_w_max() {
+    // §4.2: W_cubic(K - d) and W_cubic(K + d) are symmetric around W_max.
+    let c = cubic();
+    let k = 3.0;
+    let below = c.w_cubic(k - 1.0, k, 100.0);
+    let above = c.w_cubic(k + 1.0, k, 100.0);
+    assert!(close(100.0 - below, above - 100.0, 1e-9));
+    assert!(close(above, 100.4, 1e-9));
+}
+
+#[test]
+fn loss_multiplies_by_beta_and_starts_an_epoch() {
+    // §4.6: ssthresh = cwnd = 0.7 cwnd; W_max = cwnd at the first loss.
+    let mut c = cubic();
+    c.cwnd = 100.0;
+    c.on_report(&Measurement {
+        lost_pkts: 1,
+        ..report(1_000_000, 0)
+    });
+    assert!(close(c.cwnd_segments(), 70.0, 1e-9));
+    assert!(close(c.ssthresh_segments(), 70.0, 1e-9));
+    assert!(close(c.w_max_segments(), 100.0, 1e-9));
+    let e = c.epoch.unwrap();
+    assert_eq!(e.start_us, 1_000_000);
+    assert!(close(e.k_s, (30.0_f64 / 0.4).cbrt(), 1e-12));
+}
+
+#[test]
+fn fast_convergence_lowers_w_max_when_losses_come_earlier() {
+    // §4.7: a loss below the previous W_max sets W_max = cwnd (1 + beta) / 2.
+    let mut c = cubic();
+    c.cwnd = 100.0;
+    c.on_loss(1_000_000);
+    c.recovery.clear();
+    c.cwnd = 90.0;
+    c.on_loss(5_000_000);
+    assert!(close(c.w_max_segments(), 90.0 * 0.85, 1e-9));
+    let mut no_fc = Cubic::new(
+        CubicConfig::default().fast_convergence(false),
+        &FlowStart {
+            sock_id: 1,
+            mss_bytes: MSS,
+            init_cwnd_bytes: 10 * MSS,
+            seed: 0,
+        },
+    );
+    no_fc.cwnd = 100.0;
+    no_fc.on_loss(1_000_000);
+    no_fc.recovery.clear();
+    no_fc.cwnd = 90.0;
+    no_fc.on_loss(5_000_000);
+    assert!(close(no_fc.w_max_segments(), 90.0, 1e-9));
+}
+
+#[test]
+fn a_second_loss_within_one_rtt_is_the_same_congestion_event() {
+    let mut c = cubic();
+    c.on_report(&report(0, 0));
+    c.cwnd = 100.0;
+    c.on_loss(1_000_000);
+    c.on_loss(1_050_000);
+    assert!(close(c.cwnd_segments(), 70.0, 1e-9));
+    // Still the same event until twice the old window (100 segments) is acknowledged in order.
+    c.on_report(&Measurement {
+        lost_pkts: 1,
+        ..report(1_150_000, 199)
+    });
+    assert!(
+        close(c.cwnd_segments(), 70.0, 1e-9),
+        "no growth, no second reduction"
+    );
+    c.on_report(&Measurement {
+        lost_pkts: 1,
+        ..report(1_160_000, 1)
+    });
+    assert!(
+        close(c.cwnd_segments(), 49.0, 1e-9),
+        "a new congestion event"
+    );
+}
+
+#[test]
+fn avoidance_moves_towards_w_cubic_one_rtt_ahead() {
+    // §4.2: target = W_cubic(t + RTT), cwnd += (target - cwnd) * acked / cwnd.
+    let mut c = cubic();
+    c.on_report(&report(0, 0));
+    c.cwnd = 100.0;
+    c.on_loss(0);
+    c.recovery.clear();
+    let k = c.epoch.unwrap().k_s;
+    // Half a window acked, 1 s into the epoch, RTT 100 ms.
+    c.on_report(&report(1_000_000, 35));
+    let target = c.w_cubic(1.1, k, 100.0);
+    let expect = 70.0 + (target - 70.0) * 0.5;
+    assert!(
+        close(c.cwnd_segments(), expect, 1e-9),
+        "{} vs {expect}",
+        c.cwnd_segments()
+    );
+}
+
+#[test]
+fn the_target_is_clamped_to_one_and_a_half_windows() {
+    // §4.2: target within [cwnd, 1.5 cwnd].
+    let mut c = cubic();
+    c.on_report(&report(0, 0));
+    c.cwnd = 100.0;
+    c.on_loss(0);
+    c.recovery.clear();
+    // 60 s later W_cubic is far above 1.5 cwnd.
+    c.on_report(&report(60_000_000, 70));
+    assert!(close(c.cwnd_segments(), 105.0, 1e-9));
+}
+
+#[test]
+fn the_reno_friendly_estimate_takes_over_when_cubic_is_slower() {
+    // §4.3: W_est += alpha_cubic * acked / cwnd; cwnd = W_est when W_cubic(t) < W_est.
+    let mut c = cubic();
+    c.on_report(&report(0, 0));
+    c.cwnd = 10.0;
+    c.on_loss(0);
+    c.recovery.clear();
+    // Tiny window: K = cbrt(3 / 0.4) ~ 1.96 s, the cubic curve is nearly flat; W_est wins.
+    let w0 = c.cwnd_segments();
+    for i in 1..=20 {
+        c.on_report(&report(i * 100_000, 7));
+    }
+    let k = c.epoch.unwrap().k_s;
+    let cubic_now = c.w_cubic(2.0, k, 10.0);
+    assert!(close(ALPHA_CUBIC, 3.0 * 0.3 / 1.7, 1e-12));
+    assert!(c.w_est > w0 + 19.0 * ALPHA_CUBIC * 0.9);
+    assert!(c.cwnd_segments() >= c.w_est - 1e-9);
+    assert!(c.cwnd_segments() > cubic_now);
+}
+
+#[test]
+fn the_reno_friendly_increase_becomes_one_past_the_prior_window() {
+    // §4.3: alpha_cubic = 1 once W_est >= cwnd_prior.
+    let mut c = cubic();
+    c.on_report(&report(0, 0));
+    c.cwnd = 10.0;
+    c.on_loss(0);
+    c.w_est = 10.0;
+    let before = c.w_est;
+    c.avoid(c.cwnd, 1_000_000);
+    assert!(close(c.w_est - before, 1.0, 1e-9));
+}
+
+#[test]
+fn timeout_goes_back_to_slow_start_from_the_loss_window() {
+    // §4.8.
+    let mut c = cubic();
+    c.cwnd = 100.0;
+    c.on_report(&Measurement {
+        timeout: true,
+        ..report(1_000_000, 0)
+    });
+    assert!(close(c.cwnd_segments(), 2.0, 1e-9));
+    assert!(close(c.ssthresh_segments(), 70.0, 1e-9));
+    c.on_report(&report(3_000_000, 2));
+    assert!(close(c.cwnd_segments(), 4.0, 1e-9));
+}
+
+#[test]
+fn adopting_a_handoff_outside_slow_start_does_not_restart_it() {
+    let mut c = cubic();
+    let h = Handoff {
+        now_us: 10_000_000,
+        cwnd_bytes: 80 * MSS,
+        in_first_slow_start: false,
+        srtt_us: 100_000,
+        ..c.handoff()
+    };
+    let ctl = c.activate(&h);
+    assert_eq!(ctl.cwnd_bytes, Some(80 * MSS));
+    assert_eq!(ctl.pacing, Some(Pacing::Unpaced));
+    c.on_report(&report(10_100_000, 80));
+    let w = c.cwnd_segments();
+    assert!((80.0..82.0).contains(&w), "grows slowly, not doubling: {w}");
+    assert!(!c.handoff().in_first_slow_start);
+}

@@ -1,0 +1,259 @@
+//! The suite's shared library of datapath programs (DESIGN.md §3.3).
+//!
+//! ccp-kernel and libccp hold at most 10 programs per datapath (9 in practice) and portus
+//! merges every registered algorithm's programs by name, so the whole suite shares a few named
+//! programs. Each is a [`ProgramSpec`]: a name, its source, and one typed decoder from a portus
+//! [`Report`] to a [`Measurement`] with a single error path ([`DecodeError`]). A report that
+//! still carries an older program's uid decodes to [`DecodeError::Stale`]; the adapter drops
+//! and counts it.
+//!
+//! Programs:
+//! - [`PER_RTT`]: accumulate acked/SACKed bytes, losses and timeouts, the latest and minimum RTT,
+//!   rates, inflight and the window; report once per RTT.
+//! - [`PER_RTT_URGENT`]: the same, and report at once on a loss or a timeout (what loss-based
+//!   algorithms need to react within one ACK).
+//!
+//! Both share one report layout, so they share one decoder.
+
+use std::collections::HashMap;
+
+use portus::Report;
+use portus::lang::Scope;
+use thiserror::Error;
+
+use crate::api::Measurement;
+
+/// A named datapath program and its decoder.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProgramSpec {
+    /// Name portus registers it under (global across the suite).
+    pub name: &'static str,
+    /// Source in the CCP datapath language.
+    pub source: &'static str,
+}
+
+/// Why a report could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DecodeError {
+    /// The report came from a program the flow no longer runs: drop it.
+    #[error(
+        "report from a program the flow no longer runs (uid {report_uid}, current {current_uid})"
+    )]
+    Stale {
+        /// Program uid the report carries.
+        report_uid: u32,
+        /// Program uid the flow runs now.
+        current_uid: u32,
+    },
+    /// A field was missing or malformed.
+    #[error("report field {field}: {reason}")]
+    Field {
+        /// Field name.
+        field: &'static str,
+        /// What portus said.
+        reason: String,
+    },
+}
+
+macro_rules! report_def {
+    () => {
+        "(def (Report
+    (volatile acked 0)
+    (volatile sacked 0)
+    (volatile lost 0)
+    (volatile timeout false)
+    (rtt 0)
+    (volatile minrtt +infinity)
+    (volatile rin 0)
+    (volatile rout 0)
+    (volatile inflight 0)
+    (volatile cwnd 0)
+    (volatile now 0)))
+"
+    };
+}
+
+// `Flow.rtt_sample_us` reads +infinity on an ACK without a sample, so the latest RTT is only
+// taken from ACKs that carry one (immediates must stay below 2^31).
+macro_rules! fold_every_ack {
+    () => {
+        "(when true
+    (:= Report.acked (+ Report.acked Ack.bytes_acked))
+    (:= Report.sacked (+ Report.sacked Ack.bytes_misordered))
+    (:= Report.lost (+ Report.lost Ack.lost_pkts_sample))
+    (:= Report.timeout (|| Report.timeout Flow.was_timeout))
+    (:= Report.minrtt (min Report.minrtt Flow.rtt_sample_us))
+    (:= Report.rin (max Report.rin Flow.rate_incoming))
+    (:= Report.rout Flow.rate_outgoing)
+    (:= Report.inflight Flow.bytes_in_flight)
+    (:= Report.cwnd Cwnd)
+    (:= Report.now Ack.now)
+    (fallthrough))
+(when (< Flow.rtt_sample_us 2000000000)
+    (:= Report.rtt Flow.rtt_sample_us)
+    (fallthrough))
+"
+    };
+}
+
+/// Report once per RTT; see the module doc.
+pub static PER_RTT: ProgramSpec = ProgramSpec {
+    name: "suite_per_rtt",
+    source: concat!(
+        report_def!(),
+        fold_every_ack!(),
+        "(when (> Micros Report.rtt) (report) (:= Micros 0))\n"
+    ),
+};
+
+/// Report once per RTT, and at once on a loss or timeout; see the module doc.
+pub static PER_RTT_URGENT: ProgramSpec = ProgramSpec {
+    name: "suite_per_rtt_urgent",
+    source: concat!(
+        report_def!(),
+        fold_every_ack!(),
+        "(when (|| Report.timeout (> Report.lost 0)) (report) (:= Micros 0))\n",
+        "(when (> Micros Report.rtt) (report) (:= Micros 0))\n"
+    ),
+};
+
+/// Every program of the library.
+pub static ALL: [&ProgramSpec; 2] = [&PER_RTT, &PER_RTT_URGENT];
+
+impl ProgramSpec {
+    /// The portus registration map of some programs.
+    pub fn registration(programs: &[&'static ProgramSpec]) -> HashMap<&'static str, String> {
+        programs
+            .iter()
+            .map(|p| (p.name, p.source.to_string()))
+            .collect()
+    }
+
+    /// Decodes a report of this program, installed with `scope`.
+    pub fn decode(&self, report: &Report, scope: &Scope) -> Result<Measurement, DecodeError> {
+        if report.program_uid != scope.program_uid {
+            return Err(DecodeError::Stale {
+                report_uid: report.program_uid,
+                current_uid: scope.program_uid,
+            });
+        }
+        decode_fields(|field| {
+            report
+                .get_field(field, scope)
+                .map_err(|e| DecodeError::Field { field, reason: e.0 })
+        })
+    }
+}
+
+/// Field values at or above this mean "+infinity" / "no sample" in the datapath.
+const INFINITY: u64 = u32::MAX as u64;
+
+/// The one decoder of the library's report layout, over any field source.
+pub fn decode_fields(
+    mut get: impl FnMut(&'static str) -> Result<u64, DecodeError>,
+) -> Result<Measurement, DecodeError> {
+    let no_sample = |v: u64| if v >= INFINITY { 0 } else { v };
+    Ok(Measurement {
+        now_us: get("Report.now")?,
+        acked_bytes: get("Report.acked")?,
+        sacked_bytes: get("Report.sacked")?,
+        lost_pkts: get("Report.lost")?,
+        timeout: get("Report.timeout")? != 0,
+        rtt_us: no_sample(get("Report.rtt")?),
+        min_rtt_us: no_sample(get("Report.minrtt")?),
+        rate_incoming_bytes_per_sec: get("Report.rin")?,
+        rate_outgoing_bytes_per_sec: get("Report.rout")?,
+        inflight_bytes: get("Report.inflight")?,
+        cwnd_bytes: get("Report.cwnd")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// ccp-kernel holds 10 programs per datapath; libccp accepts 9 in practice.
+    const MAX_PROGRAMS: usize = 9;
+
+    #[test]
+    fn every_program_compiles_with_portus() {
+        for p in ALL {
+            let (bin, scope) = portus::lang::compile(p.source.as_bytes(), &[])
+                .unwrap_or_else(|e| panic!("{}: {}", p.name, e.0));
+            assert!(!bin.instrs.is_empty(), "{}", p.name);
+            for f in [
+                "Report.acked",
+                "Report.lost",
+                "Report.timeout",
+                "Report.rtt",
+                "Report.minrtt",
+                "Report.now",
+            ] {
+                assert!(scope.get(f).is_some(), "{}: no {f}", p.name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_suite_registers_at_most_nine_programs() {
+        let mut names = BTreeSet::new();
+        for p in crate::registered_programs() {
+            names.insert(p.name);
+        }
+        // The agent that ships the suite also registers the datapath crate's AIMD test program.
+        names.insert(ccp_datapath::agent::AIMD_PROGRAM);
+        assert!(
+            names.len() <= MAX_PROGRAMS,
+            "{} programs: {names:?}",
+            names.len()
+        );
+        // Every program an algorithm may install is registered by its config.
+        for p in crate::registered_programs() {
+            assert!(ALL.contains(&p));
+        }
+    }
+
+    #[test]
+    fn decoding_maps_infinity_to_no_sample_and_keeps_units() {
+        let values = HashMap::from([
+            ("Report.now", 5_000_000),
+            ("Report.acked", 14_480),
+            ("Report.sacked", 0),
+            ("Report.lost", 2),
+            ("Report.timeout", 1),
+            ("Report.rtt", 50_000),
+            ("Report.minrtt", u64::from(u32::MAX)),
+            ("Report.rin", 1_250_000),
+            ("Report.rout", 1_300_000),
+            ("Report.inflight", 60_000),
+            ("Report.cwnd", 62_000),
+        ]);
+        let m = decode_fields(|f| Ok(values[f])).unwrap();
+        assert_eq!(m.now_us, 5_000_000);
+        assert_eq!(m.acked_bytes, 14_480);
+        assert!(m.timeout && m.congestion());
+        assert_eq!(m.rtt_us, 50_000);
+        assert_eq!(m.min_rtt_us, 0);
+        assert_eq!(m.rate_incoming_bytes_per_sec, 1_250_000);
+    }
+
+    #[test]
+    fn a_missing_field_is_one_typed_error() {
+        let err = decode_fields(|field| {
+            Err(DecodeError::Field {
+                field,
+                reason: "absent".into(),
+            })
+        })
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            DecodeError::Field {
+                field: "Report.now",
+                ..
+            }
+        ));
+    }
+}
