@@ -5,6 +5,7 @@
 //! lock-step agent; every algorithm registered in [`spawn_agent`] appears here with no further
 //! wiring.
 
+use ccp_algorithms::{AlgorithmConfig, Ccp, CubicConfig, RenoConfig};
 use ccp_datapath::agent::{AIMD_NAME, Aimd};
 use ccp_datapath::sim::lockstep::LockstepError;
 use ccp_datapath::sim::{LockstepAgent, Scheme};
@@ -16,7 +17,13 @@ pub const NATIVE_CUBIC: &str = "native-cubic";
 
 /// Every scheme name, sorted.
 pub fn available() -> Vec<&'static str> {
-    let mut v = vec![NATIVE_CUBIC, NATIVE_RENO, AIMD_NAME];
+    let mut v = vec![
+        NATIVE_CUBIC,
+        NATIVE_RENO,
+        AIMD_NAME,
+        RenoConfig::NAME,
+        CubicConfig::NAME,
+    ];
     v.sort_unstable();
     v
 }
@@ -26,8 +33,8 @@ pub fn resolve(name: &str) -> Option<Scheme> {
     match name {
         NATIVE_RENO => Some(Scheme::Reno),
         NATIVE_CUBIC => Some(Scheme::Cubic),
-        AIMD_NAME => Some(Scheme::Ccp {
-            alg: AIMD_NAME.to_string(),
+        AIMD_NAME | RenoConfig::NAME | CubicConfig::NAME => Some(Scheme::Ccp {
+            alg: name.to_string(),
         }),
         _ => None,
     }
@@ -39,11 +46,19 @@ pub fn describe(name: &str) -> &'static str {
         NATIVE_RENO => "Reno (RFC 5681) inside the datapath, no agent",
         NATIVE_CUBIC => "Cubic (RFC 9438) inside the datapath, no agent",
         AIMD_NAME => "CCP: AIMD test algorithm (one MSS per RTT, halve on loss) via portus",
+        RenoConfig::NAME => "CCP: Reno/NewReno (RFC 5681/6582) from ccp-algorithms via portus",
+        CubicConfig::NAME => "CCP: Cubic (RFC 9438) from ccp-algorithms via portus",
         _ => "",
     }
 }
 
 /// Starts a lock-step portus agent with every CCP algorithm registered.
 pub fn spawn_agent() -> Result<LockstepAgent, LockstepError> {
-    LockstepAgent::spawn(Aimd::default())
+    LockstepAgent::spawn_with(|b| {
+        b.default_alg(Aimd::default())
+            .additional_alg(Ccp::new(RenoConfig::default()))
+            .additional_alg(Ccp::new(CubicConfig::default()))
+            .spawn_thread()
+            .run()
+    })
 }

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use portus::ipc::{BackendBuilder, Ipc};
-use portus::{CCPHandle, CongAlg};
+use portus::{CCPHandle, CongAlg, NoSpawn, RunBuilder};
 
 use crate::runtime::transport::{RecvError, SendError, Transport};
 
@@ -88,6 +88,17 @@ impl LockstepAgent {
     where
         A: CongAlg<LockstepIpc> + Send + 'static,
     {
+        Self::spawn_with(|b| b.default_alg(alg).spawn_thread().run())
+    }
+
+    /// Starts portus in its own thread with several algorithms and waits until it is ready.
+    /// `start` registers them on the builder it is given and starts the thread, e.g.
+    /// `|b| b.default_alg(a).additional_alg(c).spawn_thread().run()`; portus picks a flow's
+    /// algorithm by the CREATE's name (`CongAlg::name`), falling back to the default.
+    pub fn spawn_with<F>(start: F) -> Result<Self, LockstepError>
+    where
+        F: FnOnce(RunBuilder<LockstepIpc, (), NoSpawn>) -> portus::Result<CCPHandle>,
+    {
         let (to_agent, from_datapath) = unbounded();
         let (to_datapath, from_agent) = unbounded();
         let (idle_tx, idle) = unbounded();
@@ -96,10 +107,7 @@ impl LockstepAgent {
             to_datapath,
             idle: idle_tx,
         };
-        let handle = portus::RunBuilder::new(BackendBuilder { sock: ipc })
-            .default_alg(alg)
-            .spawn_thread()
-            .run()
+        let handle = start(RunBuilder::new(BackendBuilder { sock: ipc }))
             .map_err(|e| LockstepError::Start(e.0))?;
         let mut agent = Self {
             to_agent: Some(to_agent),
