@@ -4,7 +4,13 @@
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use ccp_algorithms::{AlgorithmConfig, Ccp, CubicConfig, RenoConfig};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ccp_algorithms::{
+    Algorithm, AlgorithmConfig, Ccp, Control, CubicConfig, FlowStart, Handoff, Measurement,
+    ProgramSpec, RenoConfig,
+};
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
     FlowSpec, LinkRate, LinkSpec, LockstepAgent, Sample, Scheme, SimConfig, SimResult, Simulation,
@@ -141,4 +147,131 @@ fn curve_error(series: &[Sample]) -> (usize, f64) {
             sum / n as f64
         },
     )
+}
+
+/// Handoffs performed by [`Swap`] (only the handoff test uses it).
+static SWAPS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `A`, then at `at_us` hands the flow over to `B` (what the selector will do).
+struct SwapConfig<A, B> {
+    at_us: u64,
+    algs: PhantomData<fn() -> (A, B)>,
+}
+
+struct Swap {
+    current: Box<dyn Algorithm>,
+    next: Option<Box<dyn Algorithm>>,
+    at_us: u64,
+}
+
+impl<A: AlgorithmConfig + Default, B: AlgorithmConfig + Default> AlgorithmConfig
+    for SwapConfig<A, B>
+{
+    const NAME: &'static str = "swap";
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        // Both algorithms of the suite install the same shared program.
+        A::default().programs()
+    }
+
+    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(Swap {
+            current: A::default().build(start),
+            next: Some(B::default().build(start)),
+            at_us: self.at_us,
+        })
+    }
+}
+
+impl Algorithm for Swap {
+    fn name(&self) -> &'static str {
+        "swap"
+    }
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        self.current.programs()
+    }
+    fn activate(&mut self, handoff: &Handoff) -> Control {
+        self.current.activate(handoff)
+    }
+    fn on_report(&mut self, report: &Measurement) -> Control {
+        let control = self.current.on_report(report);
+        if report.now_us >= self.at_us
+            && let Some(mut next) = self.next.take()
+        {
+            let handoff = self.current.handoff();
+            let control = next.activate(&handoff);
+            self.current = next;
+            SWAPS.fetch_add(1, Ordering::Relaxed);
+            return control;
+        }
+        control
+    }
+    fn handoff(&self) -> Handoff {
+        self.current.handoff()
+    }
+}
+
+/// Hands over at 10 s and checks the window neither collapses nor slow-starts.
+fn check_handoff<A, B>(label: &str)
+where
+    A: AlgorithmConfig + Default,
+    B: AlgorithmConfig + Default,
+{
+    let at_ns = 10_000 * MS;
+    let swaps = SWAPS.load(Ordering::Relaxed);
+    let r = run(
+        SwapConfig::<A, B> {
+            at_us: at_ns / 1_000,
+            algs: PhantomData,
+        },
+        20,
+    );
+    assert_eq!(
+        SWAPS.load(Ordering::Relaxed),
+        swaps + 1,
+        "{label}: no handoff"
+    );
+    let f = &r.flows[0];
+    let pkts = |s: &Sample| f64::from(s.cwnd_bytes) / f64::from(MSS);
+    let before = f
+        .series
+        .iter()
+        .rfind(|s| s.t_ns < at_ns)
+        .map(pkts)
+        .expect("samples before the handoff");
+    let first_rtt: Vec<f64> = f
+        .series
+        .iter()
+        .filter(|s| s.t_ns >= at_ns && s.t_ns < at_ns + 100 * MS)
+        .map(|s| pkts(s).round())
+        .collect();
+    let next_second = f
+        .series
+        .iter()
+        .filter(|s| s.t_ns >= at_ns && s.t_ns < at_ns + 1_000 * MS)
+        .map(pkts)
+        .fold(0.0, f64::max);
+    let util = utilization(&r);
+    println!(
+        "{label}: cwnd {before:.1} pkts before, {first_rtt:?} in the first RTT after, max {next_second:.1} in the next second; utilization {util:.3}"
+    );
+    assert!(
+        first_rtt
+            .iter()
+            .all(|&w| w >= before / 2.0 && w <= before * 2.0),
+        "{label}: the window left [cwnd/2, 2 cwnd] in the first RTT"
+    );
+    // Slow start would double the window every RTT (~80 ms here).
+    assert!(
+        next_second <= before + 20.0,
+        "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
+    );
+    assert!(util >= 0.9, "{label}: utilization {util:.3}");
+    assert_eq!(f.vm_faults, 0);
+}
+
+#[test]
+fn adopting_a_handoff_mid_flow_does_not_restart_slow_start() {
+    check_handoff::<RenoConfig, CubicConfig>("reno -> cubic");
+    check_handoff::<CubicConfig, RenoConfig>("cubic -> reno");
 }
