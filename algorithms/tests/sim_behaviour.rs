@@ -7,6 +7,7 @@
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ccp_algorithms::programs::{self, PER_RTT};
 use ccp_algorithms::{
     Algorithm, AlgorithmConfig, Ccp, Control, CubicConfig, FlowStart, Handoff, Measurement,
     ProgramSpec, RenoConfig,
@@ -23,7 +24,11 @@ const LINK_BPS: u64 = 10_000_000;
 const BDP_BYTES: u64 = LINK_BPS / 8 / 20;
 
 fn run<C: AlgorithmConfig + Send>(config: C, secs: u64) -> SimResult {
-    let agent = LockstepAgent::spawn(Ccp::new(config)).expect("agent");
+    run_with(Ccp::new(config), secs, 0)
+}
+
+fn run_with<C: AlgorithmConfig + Send>(alg: Ccp<C>, secs: u64, agent_latency_ns: u64) -> SimResult {
+    let agent = LockstepAgent::spawn(alg).expect("agent");
     let cfg = SimConfig {
         seed: 7,
         duration_ns: secs * 1_000 * MS,
@@ -39,7 +44,7 @@ fn run<C: AlgorithmConfig + Send>(config: C, secs: u64) -> SimResult {
             25 * MS,
         )],
         changes: Vec::new(),
-        agent_latency_ns: 0,
+        agent_latency_ns,
         ack_aggregation_ns: 0,
         sample_interval_ns: 10 * MS,
         datapath: DatapathConfig::default(),
@@ -274,4 +279,81 @@ where
 fn adopting_a_handoff_mid_flow_does_not_restart_slow_start() {
     check_handoff::<RenoConfig, CubicConfig>("reno -> cubic");
     check_handoff::<CubicConfig, RenoConfig>("cubic -> reno");
+}
+
+/// Reno that moves to the plain per-RTT program every `every_us` (and back), so reports of the
+/// old program are still in flight when the change lands.
+#[derive(Default)]
+struct ProgramHopConfig;
+
+struct ProgramHop {
+    reno: Box<dyn Algorithm>,
+    next_hop_us: u64,
+    on_plain: bool,
+}
+
+const HOP_US: u64 = 1_000_000;
+
+impl AlgorithmConfig for ProgramHopConfig {
+    const NAME: &'static str = "program-hop";
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        &programs::ALL
+    }
+
+    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(ProgramHop {
+            reno: RenoConfig::default().build(start),
+            next_hop_us: HOP_US,
+            on_plain: false,
+        })
+    }
+}
+
+impl Algorithm for ProgramHop {
+    fn name(&self) -> &'static str {
+        ProgramHopConfig::NAME
+    }
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        &programs::ALL
+    }
+    fn activate(&mut self, handoff: &Handoff) -> Control {
+        self.reno.activate(handoff)
+    }
+    fn on_report(&mut self, report: &Measurement) -> Control {
+        let control = self.reno.on_report(report);
+        if report.now_us < self.next_hop_us {
+            return control;
+        }
+        self.next_hop_us = report.now_us + HOP_US;
+        self.on_plain = !self.on_plain;
+        let program = if self.on_plain {
+            &PER_RTT
+        } else {
+            self.reno.programs()[0]
+        };
+        Control::cwnd(self.reno.cwnd_bytes()).with_program(program)
+    }
+    fn handoff(&self) -> Handoff {
+        self.reno.handoff()
+    }
+}
+
+#[test]
+fn reports_of_a_replaced_program_are_dropped_and_counted() {
+    let alg = Ccp::new(ProgramHopConfig);
+    let counters = alg.counters();
+    // 150 ms (two RTTs) between a report and the agent's answer: reports keep coming from
+    // the old program after the change was decided.
+    let r = run_with(alg, 10, 150 * MS);
+    let f = &r.flows[0];
+    let stale = counters.stale_reports.load(Ordering::Relaxed);
+    let reports = counters.reports.load(Ordering::Relaxed);
+    let util = utilization(&r);
+    println!("program hops: {reports} reports used, {stale} stale dropped, utilization {util:.3}");
+    assert!(stale > 0, "no stale report seen");
+    assert_eq!(counters.bad_reports.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.send_errors.load(Ordering::Relaxed), 0);
+    assert_eq!(f.vm_faults, 0);
+    assert!(util >= 0.85, "the flow keeps going: {util:.3}");
 }
