@@ -1,6 +1,14 @@
-//! The initial-window (IW) controller.
+//! The initial-window (IW) controller: TCP-RL's group-based discounted-UCB bandit.
 //!
-//! This crate will hold TCP-RL's discounted-UCB bandit with its sliding decision space, the
-//! bottom-up user grouping over network features (province, ISP, subnet), the geolocation
-//! database, and the compact prefix -> IW table that a datapath consults synchronously when a
-//! flow is created. See `PAPERS.md` §1.1. Nothing is implemented here yet.
+//! Placeholder crate doc; rewritten below once every module exists.
+
+pub mod bandit;
+pub mod geo;
+mod rng;
+pub mod sliding;
+pub mod table;
+
+/// The standard initial window (RFC 6928), packets: unknown and unqualified flows get it.
+pub const DEFAULT_IW_PKTS: u32 = 10;
+/// Default largest IW the controller may choose, packets.
+pub const DEFAULT_MAX_IW_PKTS: u32 = 200;
