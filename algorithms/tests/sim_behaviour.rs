@@ -28,7 +28,7 @@ fn run<C: AlgorithmConfig + Send>(config: C, secs: u64) -> SimResult {
 }
 
 fn run_with<C: AlgorithmConfig + Send>(alg: Ccp<C>, secs: u64, agent_latency_ns: u64) -> SimResult {
-    let agent = LockstepAgent::spawn(alg).expect("agent");
+    let agent = LockstepAgent::new(alg);
     let cfg = SimConfig {
         seed: 7,
         duration_ns: secs * 1_000 * MS,

@@ -176,7 +176,7 @@ fn same_seed_same_result_different_seed_different_losses() {
 #[test]
 fn a_ccp_flow_in_lock_step_with_a_portus_agent_is_deterministic() {
     let go = || {
-        let agent = LockstepAgent::spawn(Aimd::default()).expect("agent");
+        let agent = LockstepAgent::new(Aimd::default());
         let flow = FlowSpec::bulk(Scheme::Ccp { alg: "aimd".into() }, 20 * MS);
         let mut cfg = config(10_000_000, 50_000, 0.0, vec![flow], 10);
         cfg.sample_interval_ns = 100 * MS;

@@ -299,11 +299,7 @@ fn simulate(scenario: &Scenario, cond: &Condition, job: &Job) -> Result<JobOutpu
     let needs_agent = flows
         .iter()
         .any(|(_, _, f)| matches!(f.scheme, Scheme::Ccp { .. }));
-    let agent = if needs_agent {
-        Some(schemes::spawn_agent().map_err(|e| e.to_string())?)
-    } else {
-        None
-    };
+    let agent = needs_agent.then(schemes::agent);
     let duration_ns = (scenario.duration_s * 1e9) as u64;
     let changes: Vec<PathChange> = cond
         .phases

@@ -2,12 +2,11 @@
 //!
 //! Built-in schemes run inside the simulated datapath with no agent (Linux-like Reno and
 //! Cubic, for baselines and cross traffic). CCP schemes run as portus algorithms in a
-//! lock-step agent; every algorithm registered in [`spawn_agent`] appears here with no further
+//! lock-step agent; every algorithm registered in [`agent`] appears here with no further
 //! wiring.
 
 use ccp_algorithms::{AlgorithmConfig, Ccp, CubicConfig, RenoConfig};
 use ccp_datapath::agent::{AIMD_NAME, Aimd};
-use ccp_datapath::sim::lockstep::LockstepError;
 use ccp_datapath::sim::{LockstepAgent, Scheme};
 
 /// Built-in Reno in the datapath (no agent).
@@ -52,13 +51,12 @@ pub fn describe(name: &str) -> &'static str {
     }
 }
 
-/// Starts a lock-step portus agent with every CCP algorithm registered.
-pub fn spawn_agent() -> Result<LockstepAgent, LockstepError> {
-    LockstepAgent::spawn_with(|b| {
+/// A lock-step portus agent with every CCP algorithm registered.
+pub fn agent() -> LockstepAgent {
+    LockstepAgent::with_algorithms(|b| {
         b.default_alg(Aimd::default())
             .additional_alg(Ccp::new(RenoConfig::default()))
             .additional_alg(Ccp::new(CubicConfig::default()))
-            .spawn_thread()
             .run()
     })
 }

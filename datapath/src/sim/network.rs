@@ -232,8 +232,8 @@ pub struct SimResult {
 
 /// The datapath runtime's transport inside the simulator.
 pub enum SimTransport {
-    /// A lock-step portus agent.
-    Agent(LockstepAgent),
+    /// Messages for the lock-step agent, taken by [`super::lockstep`].
+    Outbox(VecDeque<Vec<u8>>),
     /// An external agent over a unix socket (real-time mode).
     Unix(UnixTransport),
     /// No agent.
@@ -243,7 +243,10 @@ pub enum SimTransport {
 impl Transport for SimTransport {
     fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
         match self {
-            SimTransport::Agent(a) => a.send(msg),
+            SimTransport::Outbox(q) => {
+                q.push_back(msg.to_vec());
+                Ok(())
+            }
             SimTransport::Unix(u) => u.send(msg),
             SimTransport::None(n) => n.send(msg),
         }
@@ -251,7 +254,8 @@ impl Transport for SimTransport {
 
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, RecvError> {
         match self {
-            SimTransport::Agent(a) => a.try_recv(buf),
+            // The lock-step agent's answers are delivered by the simulation, not polled.
+            SimTransport::Outbox(_) => Ok(None),
             SimTransport::Unix(u) => u.try_recv(buf),
             SimTransport::None(n) => n.try_recv(buf),
         }
@@ -294,6 +298,8 @@ pub struct Simulation {
     cfg: SimConfig,
     /// Real-time mode: the wall-clock instant virtual time 0 maps to.
     wall_start: Option<Instant>,
+    /// The lock-step agent, until the run starts it.
+    agent: Option<LockstepAgent>,
     now: u64,
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
@@ -318,20 +324,22 @@ impl Simulation {
             return Err(SimError::NoAgent(i));
         }
         let transport = match agent {
-            Some(a) => SimTransport::Agent(a),
+            Some(_) => SimTransport::Outbox(VecDeque::new()),
             None => SimTransport::None(NoAgent),
         };
-        Self::build(cfg, transport, false)
+        let mut sim = Self::build(cfg, transport, false);
+        sim.agent = agent;
+        Ok(sim)
     }
 
     /// Builds a run paced to the wall clock whose CCP flows talk to an external agent (its own
     /// process, e.g. `ccp-eval agent`) over a unix socket: for demos. Results then depend on
     /// scheduling and are not reproducible; the lock-step mode of [`Simulation::new`] is.
     pub fn new_realtime(cfg: SimConfig, transport: UnixTransport) -> Result<Self, SimError> {
-        Self::build(cfg, SimTransport::Unix(transport), true)
+        Ok(Self::build(cfg, SimTransport::Unix(transport), true))
     }
 
-    fn build(cfg: SimConfig, transport: SimTransport, realtime: bool) -> Result<Self, SimError> {
+    fn build(cfg: SimConfig, transport: SimTransport, realtime: bool) -> Self {
         let clock = ManualClock::new(0);
         let dp = Datapath::new(cfg.datapath.clone(), transport, clock.clone());
         let link = Bottleneck::new(
@@ -359,6 +367,7 @@ impl Simulation {
             .collect();
         let mut sim = Self {
             wall_start: realtime.then(Instant::now),
+            agent: None,
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
@@ -381,8 +390,7 @@ impl Simulation {
         if sim.cfg.sample_interval_ns > 0 {
             sim.schedule(0, Ev::Sample);
         }
-        sim.sync_agent()?;
-        Ok(sim)
+        sim
     }
 
     fn schedule(&mut self, t: u64, ev: Ev) {
@@ -392,31 +400,46 @@ impl Simulation {
 
     /// Runs to the configured duration and returns what happened.
     pub fn run(mut self) -> Result<SimResult, SimError> {
-        while let Some(Reverse((t, _, ev))) = self.queue.pop() {
-            if t > self.cfg.duration_ns {
-                break;
-            }
-            if let Some(start) = self.wall_start {
-                self.wait_for_wall_clock(start, t);
-            }
-            self.now = t;
-            self.clock.set_ns(t);
-            self.result.events += 1;
-            match ev {
-                Ev::Start(f) => self.start_flow(f)?,
-                Ev::Depart => self.depart(),
-                Ev::Ack { flow, pn } => self.ack(flow, pn)?,
-                Ev::Rto(f) => self.rto(f),
-                Ev::Wake(f) => {
-                    self.flows[f].wake_at = None;
-                    self.pump(f);
-                }
-                Ev::AgentAnswers => self.deliver_answers(),
-                Ev::Sample => self.sample(),
-                Ev::Change(i) => self.change_path(i),
-                Ev::AppToggle(f) => self.app_toggle(f),
-            }
+        if let Some(agent) = self.agent.take() {
+            return agent.run(self);
         }
+        while self.step()? {}
+        Ok(self.finish())
+    }
+
+    /// Processes the next event; `false` once the run is over.
+    pub(crate) fn step(&mut self) -> Result<bool, SimError> {
+        let Some(Reverse((t, _, ev))) = self.queue.pop() else {
+            return Ok(false);
+        };
+        if t > self.cfg.duration_ns {
+            return Ok(false);
+        }
+        if let Some(start) = self.wall_start {
+            self.wait_for_wall_clock(start, t);
+        }
+        self.now = t;
+        self.clock.set_ns(t);
+        self.result.events += 1;
+        match ev {
+            Ev::Start(f) => self.start_flow(f)?,
+            Ev::Depart => self.depart(),
+            Ev::Ack { flow, pn } => self.ack(flow, pn)?,
+            Ev::Rto(f) => self.rto(f),
+            Ev::Wake(f) => {
+                self.flows[f].wake_at = None;
+                self.pump(f);
+            }
+            Ev::AgentAnswers => self.deliver_answers(),
+            Ev::Sample => self.sample(),
+            Ev::Change(i) => self.change_path(i),
+            Ev::AppToggle(f) => self.app_toggle(f),
+        }
+        Ok(true)
+    }
+
+    /// The per-flow results of a finished run.
+    pub(crate) fn finish(mut self) -> SimResult {
         self.result.duration_ns = self.cfg.duration_ns;
         self.result.flows = self
             .flows
@@ -430,7 +453,26 @@ impl Simulation {
                 f.result
             })
             .collect();
-        Ok(self.result)
+        self.result
+    }
+
+    /// The next message for the lock-step agent, if any.
+    pub(crate) fn take_outbound(&mut self) -> Option<Vec<u8>> {
+        match self.dp.transport_mut() {
+            SimTransport::Outbox(q) => q.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// An answer from the lock-step agent: delivered now, or after the modelled latency.
+    pub(crate) fn agent_answer(&mut self, msg: Vec<u8>) {
+        if self.cfg.agent_latency_ns == 0 {
+            self.dp.recv_msgs(&msg);
+        } else {
+            let due = self.now + self.cfg.agent_latency_ns;
+            self.answers.push_back((due, msg));
+            self.schedule(due, Ev::AgentAnswers);
+        }
     }
 
     /// Real-time mode: sleeps until wall time catches up with `t_ns`, taking in the agent's
@@ -444,32 +486,6 @@ impl Simulation {
             }
             std::thread::sleep(Duration::from_nanos((t_ns - elapsed).min(200_000)));
         }
-    }
-
-    /// Waits for the agent to handle what the datapath sent, then delivers its answers now or
-    /// after the modelled agent latency.
-    fn sync_agent(&mut self) -> Result<(), SimError> {
-        let SimTransport::Agent(agent) = self.dp.transport_mut() else {
-            return Ok(());
-        };
-        if !agent.has_outstanding() {
-            return Ok(());
-        }
-        agent.sync()?;
-        let msgs: Vec<Vec<u8>> = agent.take_answers().collect();
-        if msgs.is_empty() {
-            return Ok(());
-        }
-        if self.cfg.agent_latency_ns == 0 {
-            for m in msgs {
-                self.dp.recv_msgs(&m);
-            }
-        } else {
-            let due = self.now + self.cfg.agent_latency_ns;
-            self.answers.extend(msgs.into_iter().map(|m| (due, m)));
-            self.schedule(due, Ev::AgentAnswers);
-        }
-        Ok(())
     }
 
     fn deliver_answers(&mut self) {
@@ -515,7 +531,6 @@ impl Simulation {
         if let Some((on, _)) = self.flows[f].spec.on_off_ns {
             self.schedule(self.now + on.max(1), Ev::AppToggle(f));
         }
-        self.sync_agent()?;
         self.pump(f);
         Ok(())
     }
@@ -637,7 +652,6 @@ impl Simulation {
                     fl.result.completion_ns = Some(now);
                     self.dp.close_flow(sid)?;
                 }
-                self.sync_agent()?;
             }
             Control::Reno(reno) => {
                 fl.sender.cwnd_bytes = reno.on_ack(&out.prims, now);
