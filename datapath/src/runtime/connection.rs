@@ -79,7 +79,7 @@ impl Pending {
         let mut mask = self.control_mask;
         while mask != 0 {
             let i = mask.trailing_zeros() as usize;
-            regs.control[i] = self.control[i];
+            regs.set_control(i, self.control[i]);
             mask &= mask - 1;
         }
         self.control_mask = 0;

@@ -175,8 +175,9 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
         };
         conn.last_cwnd = prims.snd_cwnd;
         let mut actions = Actions::default();
-        conn.regs.implicit[usize::from(implicit::CWND)] = u64::from(prims.snd_cwnd);
-        conn.regs.implicit[usize::from(implicit::RATE)] = prims.snd_rate;
+        conn.regs
+            .set_implicit(implicit::CWND, u64::from(prims.snd_cwnd));
+        conn.regs.set_implicit(implicit::RATE, prims.snd_rate);
 
         if let Some(staged) = conn.staged.take()
             && staged.generation == self.generation
@@ -188,13 +189,13 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
         if !conn.pending.is_empty() {
             conn.pending.apply_controls(&mut conn.regs);
             if let Some(c) = conn.pending.cwnd.take() {
-                conn.regs.implicit[usize::from(implicit::CWND)] = c;
+                conn.regs.set_implicit(implicit::CWND, c);
                 if c != 0 {
                     actions.cwnd_bytes = Some(c as u32);
                 }
             }
             if let Some(r) = conn.pending.rate.take() {
-                conn.regs.implicit[usize::from(implicit::RATE)] = r;
+                conn.regs.set_implicit(implicit::RATE, r);
                 if r != 0 {
                     actions.rate_bytes_per_sec = Some(r as u32);
                 }
@@ -226,17 +227,17 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
         let mut report = false;
         match vm::run(program, &mut conn.regs, prims, now) {
             Ok(()) => {
-                let imp = &conn.regs.implicit;
-                let cwnd = imp[usize::from(implicit::CWND)];
+                let regs = &conn.regs;
+                let cwnd = regs.implicit(implicit::CWND);
                 if cwnd > 0 {
                     actions.cwnd_bytes = Some(cwnd as u32);
                 }
-                let rate = imp[usize::from(implicit::RATE)];
+                let rate = regs.implicit(implicit::RATE);
                 if rate != 0 {
                     actions.rate_bytes_per_sec = Some(rate as u32);
                 }
-                if imp[usize::from(implicit::SHOULD_REPORT)] != 0 {
-                    let fields = &conn.regs.report[..program.num_to_return];
+                if regs.implicit(implicit::SHOULD_REPORT) != 0 {
+                    let fields = &conn.regs.report()[..program.num_to_return];
                     wire::encode_measure(&mut self.scratch, sid, program.uid, fields);
                     conn.regs.reset_volatile(program);
                     report = true;
@@ -429,7 +430,21 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
             instrs = program.instrs.len(),
             "program installed"
         );
+        let replaced = self.programs[slot].is_some();
         self.programs[slot] = Some(program);
+        if replaced {
+            // Flows running the old version start the new one (its constants, its defaults)
+            // on their next ACK.
+            let current = Some(ProgramRef {
+                slot,
+                generation: self.generation,
+            });
+            for conn in self.conns.iter_mut().flatten() {
+                if conn.program == current && conn.staged.is_none() {
+                    conn.staged = current;
+                }
+            }
+        }
         Ok(())
     }
 

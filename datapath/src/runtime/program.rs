@@ -71,6 +71,32 @@ pub mod prim {
     pub const FLOW_WAS_TIMEOUT: u8 = 14;
 }
 
+/// Where each register lives in a connection's flat register file: every operand of an
+/// executable instruction is an index into that file, immediates included (they live in a
+/// per-program constant area copied in when the program starts), so reading an operand is
+/// one load, with no branch on its kind.
+pub mod slot {
+    use super::{MAX_CONTROL_REGS, MAX_LOCAL_REGS, MAX_REPORT_REGS, MAX_TMP_REGS};
+    use super::{NUM_IMPLICIT_REGS, NUM_PRIMITIVES};
+
+    /// First report register.
+    pub const REPORT: u16 = 0;
+    /// First control register.
+    pub const CONTROL: u16 = REPORT + MAX_REPORT_REGS as u16;
+    /// First temporary.
+    pub const TMP: u16 = CONTROL + MAX_CONTROL_REGS as u16;
+    /// First local.
+    pub const LOCAL: u16 = TMP + MAX_TMP_REGS as u16;
+    /// First implicit register.
+    pub const IMPLICIT: u16 = LOCAL + MAX_LOCAL_REGS as u16;
+    /// First primitive (loaded from the ACK's measurements at each invocation).
+    pub const PRIM: u16 = IMPLICIT + NUM_IMPLICIT_REGS as u16;
+    /// First constant of the running program.
+    pub const CONST: u16 = PRIM + NUM_PRIMITIVES as u16;
+    /// `Micros`, whose writes also move the time origin.
+    pub const MICROS: u16 = IMPLICIT + super::implicit::MICROS as u16;
+}
+
 /// The instruction set (opcodes as portus serializes them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -149,17 +175,38 @@ pub enum Reg {
     Implicit(u8),
 }
 
-/// One executable instruction.
+/// One executable instruction: operands are register-file slots (see [`slot`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Instr {
     /// Operation.
     pub op: Op,
-    /// Destination.
-    pub ret: Reg,
-    /// Left operand.
-    pub left: Reg,
-    /// Right operand.
-    pub right: Reg,
+    /// Destination slot.
+    pub ret: u16,
+    /// Left operand slot.
+    pub left: u16,
+    /// Right operand slot.
+    pub right: u16,
+}
+
+impl Reg {
+    /// The register-file slot of a register; immediates get a slot in `consts`.
+    fn slot(self, consts: &mut Vec<u64>) -> u16 {
+        match self {
+            Reg::Imm(v) => {
+                let i = consts.iter().position(|&c| c == v).unwrap_or_else(|| {
+                    consts.push(v);
+                    consts.len() - 1
+                });
+                slot::CONST + i as u16
+            }
+            Reg::Report(i) => slot::REPORT + u16::from(i),
+            Reg::Control(i) => slot::CONTROL + u16::from(i),
+            Reg::Tmp(i) => slot::TMP + u16::from(i),
+            Reg::Local(i) => slot::LOCAL + u16::from(i),
+            Reg::Implicit(i) => slot::IMPLICIT + u16::from(i),
+            Reg::Prim(i) => slot::PRIM + u16::from(i),
+        }
+    }
 }
 
 /// A `when` clause: condition instructions then body instructions, as index ranges.
@@ -210,6 +257,8 @@ pub struct Program {
     pub events: Vec<Event>,
     /// All instructions (preamble included, so event indices match the wire).
     pub instrs: Vec<Instr>,
+    /// Distinct immediates, placed in the register file from [`slot::CONST`] on.
+    pub consts: Vec<u64>,
     /// Report fields sent in each MEASURE.
     pub num_to_return: usize,
 }
@@ -300,6 +349,8 @@ impl Program {
         instrs: &[RawInstr],
     ) -> Result<Self, ProgramError> {
         let mut out = Vec::with_capacity(instrs.len());
+        let mut consts = Vec::new();
+        let mut decoded = Vec::with_capacity(instrs.len());
         for (i, raw) in instrs.iter().enumerate() {
             let op = Op::from_u8(raw.opcode).ok_or(ProgramError::BadOpcode {
                 index: i,
@@ -311,11 +362,17 @@ impl Program {
                     reg_type: raw.ret.reg_type,
                 });
             }
+            let (ret, left, right) = (
+                decode_reg(i, raw.ret)?,
+                decode_reg(i, raw.left)?,
+                decode_reg(i, raw.right)?,
+            );
+            decoded.push((op, left, right));
             out.push(Instr {
                 op,
-                ret: decode_reg(i, raw.ret)?,
-                left: decode_reg(i, raw.left)?,
-                right: decode_reg(i, raw.right)?,
+                ret: ret.slot(&mut consts),
+                left: left.slot(&mut consts),
+                right: right.slot(&mut consts),
             });
         }
 
@@ -323,8 +380,8 @@ impl Program {
         let mut defs = Vec::new();
         let mut num_to_return = 0;
         let mut saw_non_def = false;
-        for (raw, instr) in instrs.iter().zip(&out) {
-            if instr.op != Op::Def {
+        for (raw, &(op, left, right)) in instrs.iter().zip(&decoded) {
+            if op != Op::Def {
                 saw_non_def = true;
                 break;
             }
@@ -338,10 +395,10 @@ impl Program {
             if matches!(kind, DefKind::VolatileReport | DefKind::Report) {
                 num_to_return += 1;
             }
-            let (Reg::Report(index) | Reg::Control(index)) = instr.left else {
+            let (Reg::Report(index) | Reg::Control(index)) = left else {
                 continue;
             };
-            let value = match instr.right {
+            let value = match right {
                 Reg::Imm(v) => def_value(v),
                 _ => 0,
             };
@@ -379,6 +436,7 @@ impl Program {
             defs,
             events: evs,
             instrs: out,
+            consts,
             num_to_return,
         })
     }

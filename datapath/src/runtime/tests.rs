@@ -540,3 +540,36 @@ mod robustness {
         }
     }
 }
+
+#[test]
+fn reinstalling_a_uid_with_new_constants_restarts_it_safely() {
+    let (mut dp, _script, _clock) = setup();
+    let (ins, sc) =
+        install_msg("(def (Report (volatile a 0))) (when true (:= Cwnd 1000) (report))");
+    dp.recv_msg(&ins).expect("install");
+    let sid = flow(&mut dp);
+    dp.recv_msg(&change_prog(sid, sc.program_uid, None))
+        .expect("change");
+    assert_eq!(
+        dp.invoke(sid, &ack(5_000)).expect("invoke").cwnd_bytes,
+        Some(1000)
+    );
+    // Same uid, more constants: the flow must run the new program, not index past its file.
+    let (bin, _) = portus::lang::compile(
+        b"(def (Report (volatile a 0))) (when true (:= Report.a (+ 7 (+ 11 13))) (:= Cwnd 2000) (report))",
+        &[],
+    )
+    .expect("compile");
+    let msg = install::Msg {
+        sid: 0,
+        program_uid: sc.program_uid,
+        num_events: bin.events.len() as u32,
+        num_instrs: bin.instrs.len() as u32,
+        instrs: bin,
+    };
+    dp.recv_msg(&serialize(&msg).expect("serialize"))
+        .expect("reinstall");
+    let a = dp.invoke(sid, &ack(5_000)).expect("invoke");
+    assert_eq!(a.cwnd_bytes, Some(2000));
+    assert_eq!(a.fault, None);
+}

@@ -9,9 +9,8 @@
 //! and sends no report.
 
 use super::Primitives;
-use super::program::NUM_IMPLICIT_REGS;
-use super::program::{Def, DefKind, Instr, Op, Program, Reg, implicit, prim};
-use super::program::{MAX_CONTROL_REGS, MAX_LOCAL_REGS, MAX_REPORT_REGS, MAX_TMP_REGS};
+use super::program::{Def, DefKind, Instr, Op, Program, implicit, slot};
+use super::program::{MAX_REPORT_REGS, NUM_PRIMITIVES};
 use thiserror::Error;
 
 /// libccp's fixed-point denominator for `ewma`.
@@ -60,21 +59,22 @@ pub enum VmError {
     },
 }
 
-/// A connection's register file.
-#[derive(Debug, Clone, Default)]
+/// A connection's register file: report, control, temporary, local, implicit and primitive
+/// registers at fixed slots, then the running program's constants (see [`slot`]).
+#[derive(Debug, Clone)]
 pub struct Registers {
-    /// Report fields.
-    pub report: [u64; MAX_REPORT_REGS],
-    /// Control registers.
-    pub control: [u64; MAX_CONTROL_REGS],
-    /// Temporaries.
-    pub tmp: [u64; MAX_TMP_REGS],
-    /// Locals.
-    pub local: [u64; MAX_LOCAL_REGS],
-    /// Implicit registers.
-    pub implicit: [u64; NUM_IMPLICIT_REGS],
+    file: Vec<u64>,
     /// Clock reading (ns) at which `Micros` was zero.
     pub micros_zero_ns: u64,
+}
+
+impl Default for Registers {
+    fn default() -> Self {
+        Self {
+            file: vec![0; usize::from(slot::CONST)],
+            micros_zero_ns: 0,
+        }
+    }
 }
 
 /// Time as one invocation sees it.
@@ -87,10 +87,33 @@ pub struct Now {
 }
 
 impl Registers {
-    /// Applies the preamble for a program that was just switched to: volatile fields and
-    /// volatile controls to their defaults, then non-volatile ones (libccp `reset_state`
-    /// followed by `init_register_state`), then `Micros` restarts at zero.
+    /// Report fields.
+    pub fn report(&self) -> &[u64] {
+        let r = usize::from(slot::REPORT);
+        &self.file[r..r + MAX_REPORT_REGS]
+    }
+
+    /// One implicit register (see [`implicit`]).
+    pub fn implicit(&self, i: u8) -> u64 {
+        self.file[usize::from(slot::IMPLICIT + u16::from(i))]
+    }
+
+    /// Sets an implicit register (see [`implicit`]) without side effects.
+    pub fn set_implicit(&mut self, i: u8, v: u64) {
+        self.file[usize::from(slot::IMPLICIT + u16::from(i))] = v;
+    }
+
+    /// Sets a control register.
+    pub fn set_control(&mut self, i: usize, v: u64) {
+        self.file[usize::from(slot::CONTROL) + i] = v;
+    }
+
+    /// Applies the preamble for a program that was just switched to: its constants move in,
+    /// volatile fields and volatile controls take their defaults, then non-volatile ones
+    /// (libccp `reset_state` followed by `init_register_state`), then `Micros` restarts at zero.
     pub fn start_program(&mut self, program: &Program, now_ns: u64) {
+        self.file.truncate(usize::from(slot::CONST));
+        self.file.extend_from_slice(&program.consts);
         self.reset_volatile(program);
         for d in &program.defs {
             if matches!(d.kind, DefKind::Report | DefKind::Control) {
@@ -98,7 +121,7 @@ impl Registers {
             }
         }
         self.micros_zero_ns = now_ns;
-        self.implicit[usize::from(implicit::MICROS)] = 0;
+        self.set_implicit(implicit::MICROS, 0);
     }
 
     /// Resets volatile report fields and volatile controls after a report (libccp `reset_state`).
@@ -111,72 +134,59 @@ impl Registers {
     }
 
     fn write_def(&mut self, d: &Def) {
-        let i = usize::from(d.index);
-        match d.kind {
-            DefKind::VolatileReport | DefKind::Report => self.report[i] = d.value,
-            DefKind::VolatileControl | DefKind::Control => self.control[i] = d.value,
-        }
+        let base = match d.kind {
+            DefKind::VolatileReport | DefKind::Report => slot::REPORT,
+            DefKind::VolatileControl | DefKind::Control => slot::CONTROL,
+        };
+        self.file[usize::from(base + u16::from(d.index))] = d.value;
+    }
+
+    /// Loads the ACK's measurements into the primitive slots (portus's alphabetical order;
+    /// `Flow.rtt_sample_us` reads as `u32::MAX` when there is no sample, as in libccp).
+    fn load_prims(&mut self, p: &Primitives, now: Now) {
+        let rtt = if p.rtt_sample_us == 0 {
+            u64::from(u32::MAX)
+        } else {
+            p.rtt_sample_us
+        };
+        let values = [
+            u64::from(p.bytes_acked),
+            u64::from(p.bytes_misordered),
+            u64::from(p.ecn_bytes),
+            u64::from(p.ecn_packets),
+            u64::from(p.lost_pkts_sample),
+            now.now_ns.wrapping_sub(now.datapath_zero_ns) / 1_000,
+            u64::from(p.packets_acked),
+            u64::from(p.packets_misordered),
+            u64::from(p.bytes_in_flight),
+            u64::from(p.bytes_pending),
+            u64::from(p.packets_in_flight),
+            p.rate_incoming,
+            p.rate_outgoing,
+            rtt,
+            u64::from(p.was_timeout),
+        ];
+        let base = usize::from(slot::PRIM);
+        self.file[base..base + NUM_PRIMITIVES].copy_from_slice(&values);
+    }
+
+    /// Every slot a validated program names exists once the program has started; a slot
+    /// past the end reads as 0 rather than panicking.
+    #[inline]
+    fn read(&self, at: u16) -> u64 {
+        self.file.get(usize::from(at)).copied().unwrap_or(0)
     }
 
     #[inline]
-    fn read(&self, reg: Reg, prims: &Primitives, now: Now) -> u64 {
-        match reg {
-            Reg::Imm(v) => v,
-            Reg::Report(i) => self.report[usize::from(i)],
-            Reg::Control(i) => self.control[usize::from(i)],
-            Reg::Tmp(i) => self.tmp[usize::from(i)],
-            Reg::Local(i) => self.local[usize::from(i)],
-            Reg::Implicit(i) => self.implicit[usize::from(i)],
-            Reg::Prim(i) => read_prim(i, prims, now),
+    fn write(&mut self, at: u16, value: u64, now: Now) {
+        if at == slot::MICROS {
+            // libccp subtracts the microsecond value from a nanosecond clock; kept as is so
+            // programs behave the same on both datapaths (see docs).
+            self.micros_zero_ns = now.now_ns.wrapping_sub(value);
         }
-    }
-
-    #[inline]
-    fn write(&mut self, reg: Reg, value: u64, now: Now) {
-        match reg {
-            Reg::Report(i) => self.report[usize::from(i)] = value,
-            Reg::Control(i) => self.control[usize::from(i)] = value,
-            Reg::Tmp(i) => self.tmp[usize::from(i)] = value,
-            Reg::Local(i) => self.local[usize::from(i)] = value,
-            Reg::Implicit(i) => {
-                if i == implicit::MICROS {
-                    // libccp subtracts the microsecond value from a nanosecond clock; kept
-                    // as is so programs behave the same on both datapaths (see docs).
-                    self.micros_zero_ns = now.now_ns.wrapping_sub(value);
-                }
-                self.implicit[usize::from(i)] = value;
-            }
-            // Rejected at install: immediates and primitives are never destinations.
-            Reg::Imm(_) | Reg::Prim(_) => {}
+        if let Some(r) = self.file.get_mut(usize::from(at)) {
+            *r = value;
         }
-    }
-}
-
-#[inline]
-fn read_prim(i: u8, p: &Primitives, now: Now) -> u64 {
-    match i {
-        prim::ACK_BYTES_ACKED => u64::from(p.bytes_acked),
-        prim::ACK_BYTES_MISORDERED => u64::from(p.bytes_misordered),
-        prim::ACK_ECN_BYTES => u64::from(p.ecn_bytes),
-        prim::ACK_ECN_PACKETS => u64::from(p.ecn_packets),
-        prim::ACK_LOST_PKTS_SAMPLE => u64::from(p.lost_pkts_sample),
-        prim::ACK_NOW => now.now_ns.wrapping_sub(now.datapath_zero_ns) / 1_000,
-        prim::ACK_PACKETS_ACKED => u64::from(p.packets_acked),
-        prim::ACK_PACKETS_MISORDERED => u64::from(p.packets_misordered),
-        prim::FLOW_BYTES_IN_FLIGHT => u64::from(p.bytes_in_flight),
-        prim::FLOW_BYTES_PENDING => u64::from(p.bytes_pending),
-        prim::FLOW_PACKETS_IN_FLIGHT => u64::from(p.packets_in_flight),
-        prim::FLOW_RATE_INCOMING => p.rate_incoming,
-        prim::FLOW_RATE_OUTGOING => p.rate_outgoing,
-        prim::FLOW_RTT_SAMPLE_US => {
-            if p.rtt_sample_us == 0 {
-                u64::from(u32::MAX)
-            } else {
-                p.rtt_sample_us
-            }
-        }
-        prim::FLOW_WAS_TIMEOUT => u64::from(p.was_timeout),
-        _ => 0,
     }
 }
 
@@ -215,15 +225,9 @@ fn ewma(weight: u64, old: u64, new: u64) -> u64 {
 }
 
 #[inline]
-fn exec(
-    index: usize,
-    ins: &Instr,
-    regs: &mut Registers,
-    prims: &Primitives,
-    now: Now,
-) -> Result<(), VmError> {
-    let left = regs.read(ins.left, prims, now);
-    let right = regs.read(ins.right, prims, now);
+fn exec(index: usize, ins: &Instr, regs: &mut Registers, now: Now) -> Result<(), VmError> {
+    let left = regs.read(ins.left);
+    let right = regs.read(ins.right);
     let value = match ins.op {
         Op::Add => {
             let r = left.wrapping_add(right);
@@ -271,7 +275,7 @@ fn exec(
         Op::Max => left.max(right),
         Op::Min => left.min(right),
         Op::MaxWrap => max_wrap(left, right),
-        Op::Ewma => ewma(left, regs.read(ins.ret, prims, now), right),
+        Op::Ewma => ewma(left, regs.read(ins.ret), right),
         Op::If => {
             if left == 0 {
                 return Ok(());
@@ -300,24 +304,24 @@ pub fn run(
     prims: &Primitives,
     now: Now,
 ) -> Result<(), VmError> {
-    let imp = &mut regs.implicit;
-    imp[usize::from(implicit::EXPR_FLAG)] = 0;
-    imp[usize::from(implicit::SHOULD_FALLTHROUGH)] = 0;
-    imp[usize::from(implicit::SHOULD_REPORT)] = 0;
-    imp[usize::from(implicit::MICROS)] = now.now_ns.wrapping_sub(regs.micros_zero_ns) / 1_000;
+    regs.load_prims(prims, now);
+    regs.set_implicit(implicit::EXPR_FLAG, 0);
+    regs.set_implicit(implicit::SHOULD_FALLTHROUGH, 0);
+    regs.set_implicit(implicit::SHOULD_REPORT, 0);
+    let micros = now.now_ns.wrapping_sub(regs.micros_zero_ns) / 1_000;
+    regs.set_implicit(implicit::MICROS, micros);
 
     for ev in &program.events {
         for i in usize::from(ev.flag_start)..usize::from(ev.flag_end) {
-            exec(i, &program.instrs[i], regs, prims, now)?;
+            exec(i, &program.instrs[i], regs, now)?;
         }
-        let fired = regs.implicit[usize::from(implicit::EXPR_FLAG)] != 0;
-        if fired {
+        if regs.implicit(implicit::EXPR_FLAG) != 0 {
             for i in usize::from(ev.body_start)..usize::from(ev.body_end) {
-                exec(i, &program.instrs[i], regs, prims, now)?;
+                exec(i, &program.instrs[i], regs, now)?;
             }
         }
-        if regs.implicit[usize::from(implicit::EXPR_FLAG)] != 0
-            && regs.implicit[usize::from(implicit::SHOULD_FALLTHROUGH)] == 0
+        if regs.implicit(implicit::EXPR_FLAG) != 0
+            && regs.implicit(implicit::SHOULD_FALLTHROUGH) == 0
         {
             break;
         }
