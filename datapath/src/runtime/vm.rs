@@ -225,7 +225,7 @@ fn ewma(weight: u64, old: u64, new: u64) -> u64 {
 }
 
 #[inline]
-fn exec(index: usize, ins: &Instr, regs: &mut Registers, now: Now) -> Result<(), VmError> {
+fn exec(index: usize, ins: Instr, regs: &mut Registers, now: Now) -> Result<(), VmError> {
     let left = regs.read(ins.left);
     let right = regs.read(ins.right);
     let value = match ins.op {
@@ -313,11 +313,11 @@ pub fn run(
 
     for ev in &program.events {
         for i in usize::from(ev.flag_start)..usize::from(ev.flag_end) {
-            exec(i, &program.instrs[i], regs, now)?;
+            exec(i, program.instrs[i], regs, now)?;
         }
         if regs.implicit(implicit::EXPR_FLAG) != 0 {
             for i in usize::from(ev.body_start)..usize::from(ev.body_end) {
-                exec(i, &program.instrs[i], regs, now)?;
+                exec(i, program.instrs[i], regs, now)?;
             }
         }
         if regs.implicit(implicit::EXPR_FLAG) != 0
