@@ -157,13 +157,17 @@ fn best_arm_ties_break_on_smaller_padding() {
 
 /// A smooth unimodal reward peaked at IW 30 (throughput grows up to 30, RTT grows past it),
 /// with seeded noise: from [5, 10, 15, 20] and Delta = 5 the arms slide to include 30 and 30
-/// becomes the most played arm within 150 iterations.
+/// becomes the most played arm within 150 iterations (30 joins the arms within 10).
 #[test]
 fn sliding_bandit_converges_to_iw_30() {
     let mut rng = Rng::new(7);
     let mut b = DiscountedUcb::new(BanditConfig::default());
     let mut plays = std::collections::BTreeMap::<u32, u32>::new();
+    let mut reached_30 = None;
     for it in 0..150 {
+        if reached_30.is_none() && b.arms().iter().any(|a| a.iw_pkts == 30) {
+            reached_30 = Some(it);
+        }
         let iw = b.current_iw();
         let x = (f64::from(iw) - 30.0) / 10.0;
         let tput_mean = 1e6 * (-x * x).exp();
@@ -179,6 +183,8 @@ fn sliding_bandit_converges_to_iw_30() {
             *plays.entry(iw).or_default() += 1;
         }
     }
+    // Four first plays, then 25 and 30 are each added after one more step.
+    assert!(reached_30.is_some_and(|it| it <= 10), "{reached_30:?}");
     assert!(b.arms().iter().any(|a| a.iw_pkts == 30), "{:?}", b.arms());
     let (most, _) = plays.iter().max_by_key(|(_, n)| **n).unwrap();
     assert_eq!(*most, 30, "{plays:?}");

@@ -150,7 +150,13 @@ pub fn jitter(series: &[BinSample]) -> f64 {
 /// Whether a node with this series qualifies for RL: every bin has `>= min_samples` samples
 /// and the jitter is at most `max_jitter`. An empty series does not qualify.
 pub fn qualifies(series: &[BinSample], config: &GroupingConfig) -> bool {
-    !series.is_empty()
+    qualifies_over(series, series.len(), config)
+}
+
+/// [`qualifies`] over `n_bins` bins, the missing tail of a shorter series counting as empty.
+fn qualifies_over(series: &[BinSample], n_bins: usize, config: &GroupingConfig) -> bool {
+    n_bins > 0
+        && series.len() >= n_bins
         && series.iter().all(|b| b.count >= config.min_samples.max(1))
         && jitter(series) <= config.max_jitter
 }
@@ -187,7 +193,8 @@ struct Pending {
 ///
 /// `leaves[i]` is a leaf's path below `All` (all of the same length, the number of levels) and
 /// its per-bin samples; `unknown` the per-bin samples of unknown addresses. Leaves with the same
-/// path are one leaf.
+/// path are one leaf. The number of bins is the longest series given; a shorter series (e.g.
+/// empty, for a leaf without flows) has empty bins at its end.
 pub fn group(
     leaves: &[(Vec<Arc<str>>, Vec<BinSample>)],
     unknown: &[BinSample],
@@ -200,8 +207,19 @@ pub fn group(
         leaf_group: vec![None; leaves.len()],
         unknown_group: None,
     };
+    let n_bins = leaves
+        .iter()
+        .map(|l| l.1.len())
+        .chain([unknown.len()])
+        .max()
+        .unwrap_or(0);
+    let ctx = Ctx {
+        leaves,
+        n_bins,
+        config,
+    };
     let mut path = vec!["All".to_string()];
-    let pending = visit(leaves, &order, 0, &mut path, config, &mut out);
+    let pending = visit(&ctx, &order, 0, &mut path, &mut out);
     // The root's Others: failed Others from below plus unknown addresses.
     let mut members = Vec::new();
     let mut series = unknown.to_vec();
@@ -209,7 +227,7 @@ pub fn group(
         members = p.leaves;
         merge_into(&mut series, &p.series);
     }
-    if qualifies(&series, config) {
+    if qualifies_over(&series, n_bins, config) {
         let g = out.groups.len();
         for &l in &members {
             out.leaf_group[l] = Some(g);
@@ -224,16 +242,29 @@ pub fn group(
     out
 }
 
+/// What every level of the recursion needs.
+struct Ctx<'a> {
+    leaves: &'a [(Vec<Arc<str>>, Vec<BinSample>)],
+    n_bins: usize,
+    config: &'a GroupingConfig,
+}
+
+impl Ctx<'_> {
+    fn qualifies(&self, series: &[BinSample]) -> bool {
+        qualifies_over(series, self.n_bins, self.config)
+    }
+}
+
 /// Processes the node at `depth` whose leaves are `idx` (sorted by path); returns its failed
 /// `Others` (or the failed leaf itself) for the parent to merge.
 fn visit(
-    leaves: &[(Vec<Arc<str>>, Vec<BinSample>)],
+    ctx: &Ctx<'_>,
     idx: &[usize],
     depth: usize,
     path: &mut Vec<String>,
-    config: &GroupingConfig,
     out: &mut Grouping,
 ) -> Option<Pending> {
+    let leaves = ctx.leaves;
     let leaf_depth = idx.first().map_or(0, |&i| leaves[i].0.len());
     if depth >= leaf_depth {
         // A leaf (possibly several inputs with the same path).
@@ -242,7 +273,7 @@ fn visit(
             merge_into(&mut series, &leaves[i].1);
         }
         let members = idx.to_vec();
-        if depth > 0 && qualifies(&series, config) {
+        if depth > 0 && ctx.qualifies(&series) {
             push_group(out, path.join("/"), members);
             return None;
         }
@@ -261,7 +292,7 @@ fn visit(
             end += 1;
         }
         path.push(name.to_string());
-        if let Some(p) = visit(leaves, &idx[start..end], depth + 1, path, config, out) {
+        if let Some(p) = visit(ctx, &idx[start..end], depth + 1, path, out) {
             failed.push(p);
         }
         path.pop();
@@ -282,7 +313,7 @@ fn visit(
         // The root's Others is decided by the caller (it also holds unknown addresses).
         return Some(others);
     }
-    if qualifies(&others.series, config) {
+    if ctx.qualifies(&others.series) {
         push_group(out, format!("{}/Others", path.join("/")), others.leaves);
         return None;
     }
@@ -411,6 +442,20 @@ mod tests {
         assert!(g.groups[0].includes_unknown);
         assert_eq!(g.leaf_group, vec![Some(0), Some(0)]);
         assert_eq!(g.unknown_group, Some(0));
+    }
+
+    /// A leaf without flows may come with an empty series; a merged node still needs every bin.
+    #[test]
+    fn short_series_count_as_empty_bins() {
+        let leaves = vec![
+            (path(&["P", "I", "A"]), steady(100, 3)),
+            (path(&["P", "I", "B"]), Vec::new()),
+            (path(&["P", "I", "C"]), steady(100, 2)),
+        ];
+        let g = group(&leaves, &[], &GroupingConfig::default());
+        let names: Vec<&str> = g.groups.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, vec!["All/P/I/A"]);
+        assert_eq!(g.leaf_group, vec![Some(0), None, None]);
     }
 
     /// A jittery leaf fails even with plenty of samples and merges upward.
