@@ -243,6 +243,20 @@ fn grouping_gives_busy_subnets_their_own_bandit() {
     assert_eq!(info.len(), 1);
     assert_eq!(c.lookup(busy), info[0].iw_pkts);
     assert_ne!(info[0].iw_pkts, 10);
+    // The busy subnet goes quiet: stale after three empty iterations, gone after the regrouping.
+    for it in 8..12u64 {
+        c.record(&flow(&mut rng, quiet, it * SEC, 10)).unwrap();
+        c.tick((it + 1) * SEC);
+        if it == 10 {
+            assert!(c.groups()[0].stale);
+            assert_eq!(c.lookup(busy), 10);
+        }
+    }
+    assert_eq!(c.stats().regroupings, 3);
+    assert_eq!(c.group_of(busy), None);
+    assert!(c.groups().is_empty());
+    assert_eq!(c.lookup(busy), 10);
+    assert!(c.table().is_empty());
 }
 
 #[test]
