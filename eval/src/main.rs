@@ -47,6 +47,20 @@ enum Command {
         /// Comma-separated schemes instead of the scenario's.
         #[arg(long, value_delimiter = ',')]
         schemes: Option<Vec<String>>,
+        /// Real time: pace runs to the wall clock and use an external agent (see `agent`)
+        /// instead of the lock-step one. Results then depend on scheduling.
+        #[arg(long)]
+        realtime: bool,
+        /// With --realtime: the agent's socket name under /tmp/ccp.
+        #[arg(long, default_value = "portus")]
+        agent: String,
+    },
+    /// Run a portus agent with every CCP algorithm over unix sockets (/tmp/ccp/<name>) until
+    /// stopped: the external agent for `run --realtime`.
+    Agent {
+        /// Socket name under /tmp/ccp.
+        #[arg(long, default_value = "portus")]
+        name: String,
     },
     /// Merge result directories (e.g. shards) and write the report into the first (or --out).
     Report {
@@ -79,7 +93,26 @@ fn main() -> ExitCode {
             shard,
             seed,
             schemes,
-        } => run(&scenario, &out, jobs, shard.as_deref(), seed, schemes),
+            realtime,
+            agent,
+        } => {
+            let opts = RunOptions {
+                jobs,
+                shard: None,
+                seed,
+                schemes,
+                progress: true,
+                realtime_agent: realtime.then_some(agent),
+            };
+            run(&scenario, &out, shard.as_deref(), opts)
+        }
+        Command::Agent { name } => {
+            eprintln!("portus agent with every CCP algorithm on /tmp/ccp/{name}; Ctrl-C stops it");
+            match schemes::run_unix_agent(&name) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(1, &format!("agent: {e:?}")),
+            }
+        }
         Command::Report { dirs, out } => {
             let out = out.unwrap_or_else(|| dirs[0].clone());
             match report::report_dirs(&dirs, &out) {
@@ -137,14 +170,7 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     ))
 }
 
-fn run(
-    name: &str,
-    out: &Path,
-    jobs: usize,
-    shard: Option<&str>,
-    seed: Option<u64>,
-    schemes: Option<Vec<String>>,
-) -> ExitCode {
+fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> ExitCode {
     let scenario = match load_scenario(name) {
         Ok(s) => s,
         Err(e) => return fail(2, &e),
@@ -153,13 +179,7 @@ fn run(
         Ok(s) => s,
         Err(e) => return fail(2, &e),
     };
-    let opts = RunOptions {
-        jobs,
-        shard,
-        seed,
-        schemes,
-        progress: true,
-    };
+    opts.shard = shard;
     let plan = match runner::plan(&scenario, &opts) {
         Ok(p) => p,
         Err(e) => return fail(2, &e.to_string()),

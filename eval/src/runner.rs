@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use ccp_datapath::runtime::DatapathConfig;
+use ccp_datapath::runtime::{DatapathConfig, UnixTransport};
 use ccp_datapath::sim::{
     FlowResult, FlowSpec, LinkRate, LinkSpec, PathChange, Scheme, SimConfig, Simulation,
 };
@@ -39,6 +39,9 @@ pub struct RunOptions {
     pub schemes: Option<Vec<String>>,
     /// Show a progress line on a terminal.
     pub progress: bool,
+    /// Real time: pace runs to the wall clock and use the external agent bound to
+    /// `/tmp/ccp/<name>` instead of a lock-step one (results then depend on scheduling).
+    pub realtime_agent: Option<String>,
 }
 
 /// The scenario cannot be run as asked.
@@ -141,7 +144,7 @@ pub fn run(scenario: &Scenario, jobs: &[Job], opts: &RunOptions) -> RunOutput {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { break };
-                    let out = run_job(scenario, job);
+                    let out = run_job(scenario, job, opts);
                     if let Ok(mut v) = slots.lock() {
                         v[i] = Some(out);
                     }
@@ -185,9 +188,9 @@ struct JobOutput {
 }
 
 /// Runs one job; a failure or panic becomes failed rows.
-fn run_job(scenario: &Scenario, job: &Job) -> JobOutput {
+fn run_job(scenario: &Scenario, job: &Job, opts: &RunOptions) -> JobOutput {
     let cond = &scenario.conditions[job.condition];
-    let attempt = catch_unwind(AssertUnwindSafe(|| simulate(scenario, cond, job)));
+    let attempt = catch_unwind(AssertUnwindSafe(|| simulate(scenario, cond, job, opts)));
     let err = match attempt {
         Ok(Ok(out)) => return out,
         Ok(Err(e)) => e,
@@ -291,7 +294,12 @@ fn flow_specs(
     out
 }
 
-fn simulate(scenario: &Scenario, cond: &Condition, job: &Job) -> Result<JobOutput, String> {
+fn simulate(
+    scenario: &Scenario,
+    cond: &Condition,
+    job: &Job,
+    opts: &RunOptions,
+) -> Result<JobOutput, String> {
     let (link, capacity_bps) = link_for(cond);
     let owd = (cond.rtt_ms * 1e6 / 2.0) as u64;
     let flows = flow_specs(scenario, &job.scheme, owd);
@@ -299,7 +307,14 @@ fn simulate(scenario: &Scenario, cond: &Condition, job: &Job) -> Result<JobOutpu
     let needs_agent = flows
         .iter()
         .any(|(_, _, f)| matches!(f.scheme, Scheme::Ccp { .. }));
-    let agent = needs_agent.then(schemes::agent);
+    let realtime = match &opts.realtime_agent {
+        Some(agent_name) => {
+            let own = format!("ccp-eval-{}-{}", std::process::id(), job.index);
+            Some(UnixTransport::bind(&own, agent_name).map_err(|e| format!("bind {own}: {e}"))?)
+        }
+        None => None,
+    };
+    let agent = (needs_agent && realtime.is_none()).then(schemes::agent);
     let duration_ns = (scenario.duration_s * 1e9) as u64;
     let changes: Vec<PathChange> = cond
         .phases
@@ -325,7 +340,11 @@ fn simulate(scenario: &Scenario, cond: &Condition, job: &Job) -> Result<JobOutpu
         sample_interval_ns: scenario.series_interval_ms * 1_000_000,
         datapath: DatapathConfig::default(),
     };
-    let result = Simulation::new(cfg, agent)
+    let sim = match realtime {
+        Some(transport) => Simulation::new_realtime(cfg, transport),
+        None => Simulation::new(cfg, agent),
+    };
+    let result = sim
         .map_err(|e| e.to_string())?
         .run()
         .map_err(|e| e.to_string())?;

@@ -2,8 +2,8 @@
 //!
 //! Built-in schemes run inside the simulated datapath with no agent (Linux-like Reno and
 //! Cubic, for baselines and cross traffic). CCP schemes run as portus algorithms in a
-//! lock-step agent; every algorithm registered in [`agent`] appears here with no further
-//! wiring.
+//! lock-step agent (or, in real time, an external agent over unix sockets); every algorithm
+//! registered in `with_every_algorithm!` appears here with no further wiring.
 
 use ccp_algorithms::{AlgorithmConfig, Ccp, CubicConfig, RenoConfig};
 use ccp_datapath::agent::{AIMD_NAME, Aimd};
@@ -51,12 +51,27 @@ pub fn describe(name: &str) -> &'static str {
     }
 }
 
-/// A lock-step portus agent with every CCP algorithm registered.
-pub fn agent() -> LockstepAgent {
-    LockstepAgent::with_algorithms(|b| {
-        b.default_alg(Aimd::default())
+/// Registers every CCP algorithm on a portus `RunBuilder` (one list for every kind of agent).
+macro_rules! with_every_algorithm {
+    ($builder:expr) => {
+        $builder
+            .default_alg(Aimd::default())
             .additional_alg(Ccp::new(RenoConfig::default()))
             .additional_alg(Ccp::new(CubicConfig::default()))
-            .run()
-    })
+    };
+}
+
+/// A lock-step portus agent with every CCP algorithm registered.
+pub fn agent() -> LockstepAgent {
+    LockstepAgent::with_algorithms(|b| with_every_algorithm!(b).run())
+}
+
+/// Runs a portus agent with every CCP algorithm over unix sockets, bound to
+/// `/tmp/ccp/<name>`, in this thread until the process ends (for real-time runs and demos).
+pub fn run_unix_agent(name: &str) -> portus::Result<()> {
+    let sock = portus::ipc::unix::Socket::<portus::ipc::Blocking>::new(name)?;
+    with_every_algorithm!(portus::RunBuilder::new(portus::ipc::BackendBuilder {
+        sock
+    }))
+    .run()
 }
