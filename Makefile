@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages: clang and libclang for bindgen (the libccp oracle in the conformance tests).
-APT_PACKAGES := clang libclang-dev
+APT_PACKAGES := clang libclang-dev bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config
 
 .PHONY: run test deps bench demo
 
@@ -24,8 +24,8 @@ demo: deps
 
 test: deps
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) test --workspace
+	$(CARGO) clippy --workspace --all-targets --features ccp-datapath/kernel -- -D warnings
+	$(CARGO) test --workspace --features ccp-datapath/kernel
 
 bench: deps
 	$(CARGO) bench -p ccp-datapath

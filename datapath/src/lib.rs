@@ -11,8 +11,10 @@
 //! for demos and tests.
 //!
 //! Layout (see `DESIGN.md` §2): `runtime/` is the protocol, VM and fallback; the simulator
-//! (`sim/`) and the eBPF kernel datapath (`kernel/`) will be built on it.
+//! (`sim/`) and the eBPF kernel datapath (`kernel/`, Linux, feature `kernel`) are built on it.
 
 pub mod agent;
+#[cfg(all(feature = "kernel", target_os = "linux"))]
+pub mod kernel;
 pub mod runtime;
 pub mod sim;

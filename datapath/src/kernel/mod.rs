@@ -1,0 +1,291 @@
+//! The kernel datapath without a kernel module: a BPF `tcp_congestion_ops` named `ccp`
+//! (`DESIGN.md` §3.6), its loader, and a bridge to the CCP runtime so a portus agent drives
+//! real kernel TCP flows.
+//!
+//! # What runs where
+//! - **In the kernel** (`bpf/ccp.bpf.c`, compiled by `build.rs` with clang against the running
+//!   kernel's BTF and embedded here): `init` gives each socket that selects `ccp` (with
+//!   `setsockopt(TCP_CONGESTION, "ccp")`) a flow id, kept in its CA private area, and emits an
+//!   [`RecordKind::Init`] record. On every ACK (`cong_control`) it emits a [`Record`] into a
+//!   ring buffer: acked bytes and packets, SACKed packets, newly lost packets, RTT sample,
+//!   delivery and send rate, bytes and packets in flight, cwnd, ssthresh, pacing rate, CA state
+//!   (timeout / recovery), `now` (ns), the 4-tuple. `release` emits [`RecordKind::Release`].
+//! - **Control**: user space writes `(cwnd_bytes, rate_bytes_per_sec, updated_ns)` per flow into
+//!   a hash map ([`KernelDatapath::set_control`]); the next ACK applies it: `snd_cwnd =
+//!   cwnd_bytes / mss` (at least 2, at most the clamp), and for a non-zero rate
+//!   `sk_pacing_rate = rate` with `sk_pacing_status = SK_PACING_NEEDED` (TCP then paces
+//!   internally, no fq qdisc needed).
+//! - **Fallback in the kernel**: when a flow has no control entry, or its entry is older than
+//!   500 ms of `bpf_ktime_get_ns()` (or sets no cwnd), the program runs Reno itself (slow start
+//!   below ssthresh, +1 MSS per window above it, down to ssthresh in fast recovery; ssthresh
+//!   halves the window; undo restores `prior_cwnd`) and stops pacing at user space's stale
+//!   rate. A flow never stalls because user space is slow, dead or absent.
+//! - **In user space**: [`KernelDatapath`] registers `ccp` through a `struct_ops` *link* (the
+//!   algorithm unregisters when the link is dropped or the process dies), reads records in
+//!   batches and writes controls. [`KernelBridge`] turns each record into an
+//!   [`invoke`](crate::runtime::Datapath::invoke) on the flow's runtime connection (created on
+//!   the flow's first record) and writes the resulting cwnd/rate back while the agent is in
+//!   control; when the runtime falls back, it deletes the entry so the in-kernel Reno takes
+//!   over at once.
+//!
+//! Needs root (or `CAP_BPF` + `CAP_NET_ADMIN`), a kernel with BTF and BPF `struct_ops`
+//! congestion control; [`KernelError::is_unavailable`] tells a caller to skip.
+//!
+//! # Not done yet (issue 7)
+//! - The sockops program that assigns `ccp` (or any CCA) per socket on a cgroup and sets the
+//!   initial window (`TCP_BPF_IW`) from the IW table; today a socket opts in with
+//!   `setsockopt(TCP_CONGESTION)`.
+//! - The network-namespace testbed (veth, tbf/htb, our delay/loss relay) and
+//!   `ccp-eval --datapath kernel`.
+//! - Calibration of the simulator against the kernel, and the control-loop / CPU benchmarks.
+
+mod bridge;
+pub mod record;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use libbpf_rs::{
+    ErrorKind, Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, RingBuffer,
+    RingBufferBuilder,
+};
+use thiserror::Error;
+
+pub use bridge::{BridgeStats, KernelBridge};
+pub use record::{Record, RecordKind};
+
+/// Name the congestion control registers under (`TCP_CONGESTION`).
+pub const CCA_NAME: &str = "ccp";
+/// User-space silence after which the BPF program runs its own Reno, ns.
+pub const FALLBACK_TIMEOUT_NS: u64 = 500_000_000;
+
+/// The compiled BPF object (see `build.rs`).
+static BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ccp.bpf.o"));
+
+/// Errors from loading or talking to the BPF program.
+#[derive(Debug, Error)]
+pub enum KernelError {
+    /// A libbpf step failed.
+    #[error("{step}: {source}")]
+    Bpf {
+        /// What was being done.
+        step: &'static str,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// The embedded object lacks a map or the `struct_ops` the loader expects.
+    #[error("BPF object has no map `{0}`")]
+    MissingMap(&'static str),
+}
+
+impl KernelError {
+    fn bpf(step: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Self {
+        move |source| Self::Bpf { step, source }
+    }
+
+    /// The machine does not let us load BPF `struct_ops` (not root, no `CAP_BPF`, or the
+    /// kernel lacks the support): callers should skip rather than fail.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Bpf { source, .. } => {
+                matches!(
+                    source.kind(),
+                    ErrorKind::PermissionDenied | ErrorKind::Unsupported
+                ) || {
+                    let msg = source.to_string();
+                    [
+                        "EPERM",
+                        "EACCES",
+                        "ENOTSUP",
+                        "EOPNOTSUPP",
+                        "ENOSYS",
+                        "errno 524",
+                    ]
+                    .iter()
+                    .any(|m| msg.contains(m))
+                }
+            }
+            Self::MissingMap(_) => false,
+        }
+    }
+}
+
+/// Counters kept by the BPF program.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Records lost because the ring buffer was full.
+    pub records_dropped: u64,
+    /// ACKs whose window came from user space.
+    pub user_acks: u64,
+    /// ACKs handled by the in-BPF fallback rule.
+    pub fallback_acks: u64,
+}
+
+/// The loaded `ccp` congestion control: records in, controls out. Unregisters on drop.
+pub struct KernelDatapath {
+    // Field order is drop order: the ring buffer and handles go before the link and object.
+    ring: RingBuffer<'static>,
+    decoded: Rc<RefCell<Vec<Record>>>,
+    controls: MapHandle,
+    counters: MapHandle,
+    _records_map: MapHandle,
+    link: Option<Link>,
+    _obj: Object,
+}
+
+impl std::fmt::Debug for KernelDatapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelDatapath")
+            .field("registered", &self.link.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KernelDatapath {
+    /// Loads the BPF program and registers `ccp` (`struct_ops` link). Fails if another
+    /// process already registered a congestion control named `ccp`.
+    pub fn load() -> Result<Self, KernelError> {
+        let open = ObjectBuilder::default()
+            .open_memory(BPF_OBJECT)
+            .map_err(KernelError::bpf("opening the BPF object"))?;
+        let mut obj = open
+            .load()
+            .map_err(KernelError::bpf("loading the BPF object (verifier)"))?;
+        let handle = |obj: &Object, name: &'static str| -> Result<MapHandle, KernelError> {
+            let map = obj
+                .maps()
+                .find(|m| m.name() == name)
+                .ok_or(KernelError::MissingMap(name))?;
+            MapHandle::try_from(&map).map_err(KernelError::bpf("duplicating a map fd"))
+        };
+        let controls = handle(&obj, "controls")?;
+        let counters = handle(&obj, "counters")?;
+        let records_map = handle(&obj, "records")?;
+        let link = {
+            let mut ops = obj
+                .maps_mut()
+                .find(|m| m.name() == "ccp_ops")
+                .ok_or(KernelError::MissingMap("ccp_ops"))?;
+            ops.attach_struct_ops()
+                .map_err(KernelError::bpf("registering tcp_congestion_ops `ccp`"))?
+        };
+        let decoded = Rc::new(RefCell::new(Vec::with_capacity(4096)));
+        let sink = Rc::clone(&decoded);
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&records_map, move |bytes: &[u8]| {
+                if let Some(r) = Record::decode(bytes) {
+                    sink.borrow_mut().push(r);
+                }
+                0
+            })
+            .map_err(KernelError::bpf("adding the ring buffer"))?;
+        let ring = builder
+            .build()
+            .map_err(KernelError::bpf("mapping the ring buffer"))?;
+        Ok(Self {
+            ring,
+            decoded,
+            controls,
+            counters,
+            _records_map: records_map,
+            link: Some(link),
+            _obj: obj,
+        })
+    }
+
+    /// Hands every record already in the ring buffer to `f`, in order; returns how many.
+    pub fn poll_records(&mut self, f: impl FnMut(Record)) -> Result<usize, KernelError> {
+        self.ring
+            .consume()
+            .map_err(KernelError::bpf("reading the ring buffer"))?;
+        Ok(self.drain(f))
+    }
+
+    /// Like [`poll_records`](Self::poll_records), but first waits up to `timeout` for a
+    /// record if there is none.
+    pub fn wait_records(
+        &mut self,
+        timeout: Duration,
+        f: impl FnMut(Record),
+    ) -> Result<usize, KernelError> {
+        match self.ring.poll(timeout) {
+            // A signal cut the wait short: hand over what is there.
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            r => r.map_err(KernelError::bpf("waiting on the ring buffer"))?,
+        }
+        Ok(self.drain(f))
+    }
+
+    fn drain(&mut self, f: impl FnMut(Record)) -> usize {
+        let batch = std::mem::take(&mut *self.decoded.borrow_mut());
+        let n = batch.len();
+        batch.into_iter().for_each(f);
+        n
+    }
+
+    /// Sets the window (bytes; 0 leaves it to the fallback rule) and pacing rate (bytes/s; 0
+    /// for none) of `flow_id`, applied from its next ACK. It must be refreshed within
+    /// [`FALLBACK_TIMEOUT_NS`] or the in-kernel fallback takes the flow back.
+    pub fn set_control(
+        &mut self,
+        flow_id: u32,
+        cwnd_bytes: u32,
+        rate_bytes_per_sec: u64,
+    ) -> Result<(), KernelError> {
+        let value = record::encode_control(cwnd_bytes, rate_bytes_per_sec, monotonic_ns());
+        self.controls
+            .update(&flow_id.to_ne_bytes(), &value, MapFlags::ANY)
+            .map_err(KernelError::bpf("writing a flow's control"))
+    }
+
+    /// Drops user space's control of `flow_id`: the in-kernel fallback runs from the next ACK.
+    pub fn clear_control(&mut self, flow_id: u32) -> Result<(), KernelError> {
+        match self.controls.delete(&flow_id.to_ne_bytes()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(KernelError::bpf("deleting a flow's control")(e)),
+        }
+    }
+
+    /// The BPF program's counters.
+    pub fn stats(&self) -> Result<KernelStats, KernelError> {
+        let read = |i: u32| -> Result<u64, KernelError> {
+            let v = self
+                .counters
+                .lookup(&i.to_ne_bytes(), MapFlags::ANY)
+                .map_err(KernelError::bpf("reading counters"))?;
+            Ok(
+                v.and_then(|b| b.get(..8).map(|s| s.try_into().map(u64::from_ne_bytes)))
+                    .and_then(Result::ok)
+                    .unwrap_or(0),
+            )
+        };
+        Ok(KernelStats {
+            records_dropped: read(0)?,
+            user_acks: read(1)?,
+            fallback_acks: read(2)?,
+        })
+    }
+
+    /// Unregisters `ccp` now (sockets still using it keep it until they close). Dropping the
+    /// datapath does the same.
+    pub fn unregister(&mut self) {
+        self.link = None;
+    }
+}
+
+/// `CLOCK_MONOTONIC` in ns, the clock of `bpf_ktime_get_ns()`.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
