@@ -15,10 +15,13 @@
 pub mod adapter;
 pub mod api;
 pub mod cubic;
+pub mod illinois;
 pub mod programs;
 pub mod recovery;
 pub mod reno;
 pub mod rtt;
+pub mod vegas;
+pub mod westwood;
 
 pub use adapter::Ccp;
 pub use api::{
@@ -26,8 +29,11 @@ pub use api::{
     Pacing,
 };
 pub use cubic::{Cubic, CubicConfig};
+pub use illinois::{Illinois, IllinoisConfig};
 pub use programs::ProgramSpec;
 pub use reno::{Reno, RenoConfig};
+pub use vegas::{Vegas, VegasConfig};
+pub use westwood::{Westwood, WestwoodConfig};
 
 /// The default config of every algorithm in the suite, for registries (agents, eval).
 pub fn suite() -> Vec<Box<dyn DynAlgorithmConfig>> {

@@ -1,0 +1,573 @@
+//! TCP Vegas (Brakmo & Peterson, "TCP Vegas: End to End Congestion Avoidance on a Global
+//! Internet", IEEE JSAC 13(8), 1995), following Linux `tcp_vegas.c`, per report.
+//!
+//! Model (windows in segments):
+//! - `BaseRTT` is the smallest RTT seen on the flow (§3.2 of the paper).
+//! - Once per RTT, with `RTT` the smallest sample of that RTT (Linux's `minRTT`):
+//!   `diff = cwnd (RTT - BaseRTT) / RTT` packets, i.e. `(Expected - Actual) * BaseRTT` with
+//!   `Expected = cwnd / BaseRTT`, `Actual = cwnd / RTT` (§3.2). In avoidance:
+//!   `diff < alpha` → `cwnd += 1`; `diff > beta` → `cwnd -= 1` (and `ssthresh = cwnd - 1`, as
+//!   Linux); otherwise unchanged.
+//! - Slow start (§3.3): grow by the bytes acked while `diff <= gamma`; once `diff > gamma`,
+//!   `cwnd = min(cwnd, target + 1)` with `target = cwnd BaseRTT / RTT` and
+//!   `ssthresh = min(ssthresh, cwnd - 1)`, which ends slow start. Here `RTT` is the report's
+//!   latest sample and `target` is also capped by `Actual * BaseRTT`, with `Actual` the bytes
+//!   acknowledged over the period divided by its length (see below).
+//! - Loss: Reno (Linux's `tcp_reno_ssthresh`): `ssthresh = cwnd = max(cwnd / 2, 2)`, once per
+//!   recovery ([`crate::recovery`]), no growth during recovery. Timeout: `ssthresh =
+//!   max(cwnd / 2, 2)`, `cwnd = 2` and slow start.
+//!
+//! Defaults: `alpha = 2`, `beta = 4`, `gamma = 1` packets (Linux's module parameters), the
+//! datapath's initial window, no pacing (the rate is explicitly cleared on activation).
+//!
+//! Simplified: reports come once per RTT (or at once on a loss), so the per-RTT step runs on
+//! the first report at least one `BaseRTT` after the previous step rather than on the ACK that
+//! passes `beg_snd_nxt`; Linux's "fewer than 3 RTT samples → Reno" rule is dropped (a report
+//! carries the interval's minimum); slow start grows every RTT (Linux), not every other RTT
+//! (the paper); the slow-start test uses the latest RTT sample of the round instead of its
+//! minimum, because with one report per RTT the minimum only shows the queue of the round
+//! before, so slow start would overshoot by another doubling (measured: 88 packets on a
+//! 44-packet path, then 4 s of draining at one packet per RTT). The paper's `diff` divides by `RTT` (as here); Linux divides by `BaseRTT`,
+//! which makes its thresholds slightly tighter. The paper's fine-grained retransmission
+//! timer is the datapath's business. A handoff carries its min RTT into `BaseRTT`; outside
+//! slow start the flow continues in avoidance at the handed-over window.
+
+use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
+use crate::programs::{PER_RTT_URGENT, ProgramSpec};
+use crate::recovery::Recovery;
+use crate::rtt::RttEstimator;
+
+/// Linux `tcp_vegas` `alpha`: fewest packets kept queued, packets.
+pub const ALPHA_PKTS: f64 = 2.0;
+/// Linux `tcp_vegas` `beta`: most packets kept queued, packets.
+pub const BETA_PKTS: f64 = 4.0;
+/// Linux `tcp_vegas` `gamma`: slow-start exit threshold, packets (§3.3 of the paper).
+pub const GAMMA_PKTS: f64 = 1.0;
+/// The suite's smallest window, segments.
+pub const MIN_CWND_SEGMENTS: f64 = 2.0;
+
+/// Programs Vegas installs.
+static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
+
+/// Vegas's configuration and factory.
+#[derive(Debug, Clone, Copy)]
+pub struct VegasConfig {
+    /// `alpha`, packets (2 recommended).
+    pub alpha_pkts: f64,
+    /// `beta`, packets (4 recommended; at least `alpha`).
+    pub beta_pkts: f64,
+    /// `gamma`, packets (1 recommended).
+    pub gamma_pkts: f64,
+}
+
+impl Default for VegasConfig {
+    fn default() -> Self {
+        Self {
+            alpha_pkts: ALPHA_PKTS,
+            beta_pkts: BETA_PKTS,
+            gamma_pkts: GAMMA_PKTS,
+        }
+    }
+}
+
+impl VegasConfig {
+    /// Sets `alpha` (2 packets recommended).
+    #[must_use]
+    pub fn alpha_pkts(mut self, alpha: f64) -> Self {
+        self.alpha_pkts = alpha;
+        self
+    }
+
+    /// Sets `beta` (4 packets recommended).
+    #[must_use]
+    pub fn beta_pkts(mut self, beta: f64) -> Self {
+        self.beta_pkts = beta;
+        self
+    }
+
+    /// Sets `gamma` (1 packet recommended).
+    #[must_use]
+    pub fn gamma_pkts(mut self, gamma: f64) -> Self {
+        self.gamma_pkts = gamma;
+        self
+    }
+
+    /// The parameters with out-of-range values replaced by the defaults.
+    fn sanitized(self) -> Self {
+        let d = Self::default();
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        let alpha = if ok(self.alpha_pkts) {
+            self.alpha_pkts
+        } else {
+            d.alpha_pkts
+        };
+        let beta = if ok(self.beta_pkts) && self.beta_pkts >= alpha {
+            self.beta_pkts
+        } else {
+            alpha.max(d.beta_pkts)
+        };
+        Self {
+            alpha_pkts: alpha,
+            beta_pkts: beta,
+            gamma_pkts: if ok(self.gamma_pkts) {
+                self.gamma_pkts
+            } else {
+                d.gamma_pkts
+            },
+        }
+    }
+}
+
+impl AlgorithmConfig for VegasConfig {
+    const NAME: &'static str = "vegas";
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        &PROGRAMS
+    }
+
+    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(Vegas::new(*self, start))
+    }
+}
+
+/// `diff = cwnd (RTT - BaseRTT) / RTT`, packets (§3.2); 0 without samples.
+pub fn diff_pkts(cwnd: f64, rtt_us: u64, base_rtt_us: u64) -> f64 {
+    if rtt_us == 0 || base_rtt_us == 0 {
+        return 0.0;
+    }
+    cwnd * rtt_us.saturating_sub(base_rtt_us) as f64 / rtt_us as f64
+}
+
+/// `target = cwnd BaseRTT / RTT`, segments: the window that would leave nothing queued.
+pub fn target_cwnd(cwnd: f64, rtt_us: u64, base_rtt_us: u64) -> f64 {
+    if rtt_us == 0 || base_rtt_us == 0 {
+        return cwnd;
+    }
+    cwnd * base_rtt_us as f64 / rtt_us as f64
+}
+
+/// Vegas's per-flow state.
+#[derive(Debug, Clone)]
+pub struct Vegas {
+    cfg: VegasConfig,
+    mss_bytes: u32,
+    /// Window, segments.
+    cwnd: f64,
+    /// Slow-start threshold, segments.
+    ssthresh: f64,
+    /// Smallest RTT of the flow, µs (0: none yet).
+    base_rtt_us: u64,
+    /// Start of the current per-RTT period, µs.
+    period_start_us: u64,
+    /// Smallest RTT in the current period, µs (0: none yet).
+    period_min_rtt_us: u64,
+    /// Latest RTT sample, µs (0: none yet).
+    last_rtt_us: u64,
+    /// Bytes acknowledged in the current period.
+    period_acked_bytes: u64,
+    recovery: Recovery,
+    last_loss_us: Option<u64>,
+    in_first_slow_start: bool,
+    rtt: RttEstimator,
+    delivery_rate_bytes_per_sec: u64,
+    now_us: u64,
+}
+
+impl Vegas {
+    /// A new flow with the initial window of `start`.
+    pub fn new(cfg: VegasConfig, start: &FlowStart) -> Self {
+        let mut v = Self {
+            cfg: cfg.sanitized(),
+            mss_bytes: start.mss_bytes.max(1),
+            cwnd: MIN_CWND_SEGMENTS,
+            ssthresh: f64::INFINITY,
+            base_rtt_us: 0,
+            period_start_us: 0,
+            period_min_rtt_us: 0,
+            last_rtt_us: 0,
+            period_acked_bytes: 0,
+            recovery: Recovery::default(),
+            last_loss_us: None,
+            in_first_slow_start: true,
+            rtt: RttEstimator::default(),
+            delivery_rate_bytes_per_sec: 0,
+            now_us: 0,
+        };
+        v.adopt(&Handoff::flow_start(start));
+        v
+    }
+
+    fn max_cwnd(&self) -> f64 {
+        (f64::from(u32::MAX) / f64::from(self.mss_bytes)).max(MIN_CWND_SEGMENTS)
+    }
+
+    fn clamp(&self, w: f64) -> f64 {
+        if w.is_nan() {
+            return MIN_CWND_SEGMENTS;
+        }
+        w.clamp(MIN_CWND_SEGMENTS, self.max_cwnd())
+    }
+
+    fn segments(&self, bytes: u64) -> f64 {
+        bytes as f64 / f64::from(self.mss_bytes)
+    }
+
+    fn adopt(&mut self, h: &Handoff) {
+        self.now_us = h.now_us;
+        self.cwnd = self.clamp(self.segments(u64::from(h.cwnd_bytes)));
+        self.ssthresh = if h.ssthresh_bytes == u32::MAX {
+            f64::INFINITY
+        } else {
+            self.clamp(self.segments(u64::from(h.ssthresh_bytes)))
+        };
+        self.in_first_slow_start = h.in_first_slow_start;
+        if !h.in_first_slow_start {
+            // Continue in avoidance from the handed-over window: no new slow start.
+            self.ssthresh = self.ssthresh.min(self.cwnd);
+        }
+        self.base_rtt_us = h.min_rtt_us;
+        self.period_start_us = h.now_us;
+        self.period_min_rtt_us = 0;
+        self.last_rtt_us = 0;
+        self.period_acked_bytes = 0;
+        self.recovery = Recovery::default();
+        self.last_loss_us = h.last_loss_us;
+        self.rtt = RttEstimator::from_handoff(h.srtt_us, h.min_rtt_us);
+        self.delivery_rate_bytes_per_sec = h.delivery_rate_bytes_per_sec;
+    }
+
+    /// Takes an RTT sample into `BaseRTT` and the period's minimum.
+    fn on_rtt_sample(&mut self, rtt_us: u64) {
+        if rtt_us == 0 {
+            return;
+        }
+        if self.base_rtt_us == 0 || rtt_us < self.base_rtt_us {
+            self.base_rtt_us = rtt_us;
+        }
+        if self.period_min_rtt_us == 0 || rtt_us < self.period_min_rtt_us {
+            self.period_min_rtt_us = rtt_us;
+        }
+    }
+
+    /// Ends the per-RTT period at `now_us` if one `BaseRTT` has passed: the period's `diff`
+    /// and `Actual * BaseRTT` (segments acknowledged per `BaseRTT` over the period).
+    fn end_of_period(&mut self, now_us: u64) -> Option<(f64, f64)> {
+        if self.base_rtt_us == 0 || self.period_min_rtt_us == 0 {
+            return None;
+        }
+        let elapsed_us = now_us.saturating_sub(self.period_start_us);
+        if elapsed_us < self.base_rtt_us {
+            return None;
+        }
+        let rtt = self.period_min_rtt_us;
+        let actual_window =
+            self.segments(self.period_acked_bytes) * self.base_rtt_us as f64 / elapsed_us as f64;
+        self.period_start_us = now_us;
+        self.period_min_rtt_us = 0;
+        self.period_acked_bytes = 0;
+        Some((diff_pkts(self.cwnd, rtt, self.base_rtt_us), actual_window))
+    }
+
+    /// Growth for `acked` segments at `now_us`: slow start with the `gamma` exit, or the
+    /// once-per-RTT `alpha`/`beta` step (§3.2, §3.3).
+    fn on_acked(&mut self, acked: f64, now_us: u64) {
+        let period = self.end_of_period(now_us);
+        if self.cwnd < self.ssthresh {
+            // The round's latest sample: the period minimum lags a doubling round behind.
+            let rtt = self.last_rtt_us;
+            if let Some((_, actual_window)) = period
+                && diff_pkts(self.cwnd, rtt, self.base_rtt_us) > self.cfg.gamma_pkts
+            {
+                // §3.3: leave slow start at the window that empties the queue, plus one; the
+                // rate actually delivered bounds it too (the window doubled since the sample).
+                let mut target = target_cwnd(self.cwnd, rtt, self.base_rtt_us);
+                if actual_window > 0.0 {
+                    target = target.min(actual_window);
+                }
+                self.cwnd = self.clamp(self.cwnd.min(target + 1.0));
+                self.ssthresh = self.ssthresh.min(self.cwnd - 1.0);
+                self.in_first_slow_start = false;
+                return;
+            }
+            self.cwnd = self.clamp((self.cwnd + acked).min(self.ssthresh.max(self.cwnd)));
+            return;
+        }
+        if let Some((diff, _)) = period {
+            self.cwnd = self.clamp(self.avoidance_step(diff));
+            if diff > self.cfg.beta_pkts {
+                self.ssthresh = self.ssthresh.min(self.cwnd - 1.0);
+            }
+        }
+    }
+
+    /// The avoidance window after a period with this `diff` (§3.2).
+    pub fn avoidance_step(&self, diff: f64) -> f64 {
+        if diff > self.cfg.beta_pkts {
+            self.cwnd - 1.0
+        } else if diff < self.cfg.alpha_pkts {
+            self.cwnd + 1.0
+        } else {
+            self.cwnd
+        }
+    }
+
+    /// A loss at `now_us`: Reno's halving, once per recovery.
+    pub fn on_loss(&mut self, now_us: u64) {
+        self.last_loss_us = Some(now_us);
+        if self.recovery.active(now_us) {
+            return;
+        }
+        self.in_first_slow_start = false;
+        let window_bytes = (self.cwnd * f64::from(self.mss_bytes)) as u64;
+        self.ssthresh = self.clamp(self.cwnd / 2.0);
+        self.cwnd = self.ssthresh;
+        self.recovery
+            .enter(now_us, self.rtt.srtt_us(), window_bytes);
+    }
+
+    /// A retransmission timeout at `now_us`: back to the loss window and slow start.
+    pub fn on_timeout(&mut self, now_us: u64) {
+        self.last_loss_us = Some(now_us);
+        self.in_first_slow_start = false;
+        self.ssthresh = self.clamp(self.cwnd / 2.0);
+        self.cwnd = MIN_CWND_SEGMENTS;
+        self.recovery.clear();
+    }
+
+    /// Window, segments.
+    pub fn cwnd_segments(&self) -> f64 {
+        self.cwnd
+    }
+
+    /// Slow-start threshold, segments (infinite before slow start ends).
+    pub fn ssthresh_segments(&self) -> f64 {
+        self.ssthresh
+    }
+
+    /// `BaseRTT`, µs (0: none yet).
+    pub fn base_rtt_us(&self) -> u64 {
+        self.base_rtt_us
+    }
+
+    fn cwnd_u32(&self) -> u32 {
+        let bytes = (self.cwnd * f64::from(self.mss_bytes)).round();
+        // Saturating float-to-int cast; `clamp` keeps the window within range already.
+        (bytes as u32).max(self.mss_bytes.saturating_mul(2))
+    }
+}
+
+impl Algorithm for Vegas {
+    fn name(&self) -> &'static str {
+        VegasConfig::NAME
+    }
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        &PROGRAMS
+    }
+
+    fn activate(&mut self, handoff: &Handoff) -> Control {
+        self.adopt(handoff);
+        Control::cwnd(self.cwnd_u32())
+            .with_pacing(Pacing::Unpaced)
+            .with_program(&PER_RTT_URGENT)
+    }
+
+    fn on_report(&mut self, m: &Measurement) -> Control {
+        let now = self.now_us.max(m.now_us);
+        self.now_us = now;
+        self.rtt.on_sample(m.rtt_us, m.min_rtt_us);
+        if m.rtt_us > 0 {
+            self.last_rtt_us = m.rtt_us;
+        }
+        self.on_rtt_sample(if m.min_rtt_us > 0 {
+            m.min_rtt_us
+        } else {
+            m.rtt_us
+        });
+        if m.rate_incoming_bytes_per_sec > 0 {
+            self.delivery_rate_bytes_per_sec = m.rate_incoming_bytes_per_sec;
+        }
+        self.period_acked_bytes = self.period_acked_bytes.saturating_add(m.acked_bytes);
+        let in_recovery = self.recovery.holding(now);
+        self.recovery.on_acked(m.acked_bytes);
+        if !in_recovery && !m.congestion() {
+            self.on_acked(self.segments(m.acked_bytes), now);
+        }
+        if m.timeout {
+            self.on_timeout(now);
+        } else if m.lost_pkts > 0 {
+            self.on_loss(now);
+        }
+        Control::cwnd(self.cwnd_u32())
+    }
+
+    fn handoff(&self) -> Handoff {
+        let ssthresh_bytes = if self.ssthresh.is_finite() {
+            (self.ssthresh * f64::from(self.mss_bytes)) as u32
+        } else {
+            u32::MAX
+        };
+        Handoff {
+            now_us: self.now_us,
+            cwnd_bytes: self.cwnd_u32(),
+            ssthresh_bytes,
+            pacing: Pacing::Unpaced,
+            srtt_us: self.rtt.srtt_us(),
+            min_rtt_us: self.base_rtt_us,
+            delivery_rate_bytes_per_sec: self.delivery_rate_bytes_per_sec,
+            last_loss_us: self.last_loss_us,
+            in_first_slow_start: self.in_first_slow_start,
+        }
+    }
+
+    fn cwnd_bytes(&self) -> u32 {
+        self.cwnd_u32()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u32 = 1000;
+
+    fn vegas(iw_segments: u32) -> Vegas {
+        Vegas::new(
+            VegasConfig::default(),
+            &FlowStart {
+                sock_id: 1,
+                mss_bytes: MSS,
+                init_cwnd_bytes: iw_segments * MSS,
+                seed: 0,
+            },
+        )
+    }
+
+    fn report(now_us: u64, acked_bytes: u64, rtt_us: u64) -> Measurement {
+        Measurement {
+            now_us,
+            acked_bytes,
+            rtt_us,
+            min_rtt_us: rtt_us,
+            ..Measurement::default()
+        }
+    }
+
+    #[test]
+    fn diff_is_the_packets_queued_in_the_network() {
+        // §3.2: (Expected - Actual) BaseRTT = cwnd (RTT - BaseRTT) / RTT.
+        assert!((diff_pkts(40.0, 60_000, 50_000) - 40.0 * 10.0 / 60.0).abs() < 1e-9);
+        assert!((target_cwnd(40.0, 60_000, 50_000) - 40.0 * 50.0 / 60.0).abs() < 1e-9);
+        assert!(diff_pkts(40.0, 0, 50_000).abs() < f64::EPSILON);
+        assert!(
+            diff_pkts(40.0, 40_000, 50_000).abs() < f64::EPSILON,
+            "RTT below base"
+        );
+    }
+
+    #[test]
+    fn base_rtt_is_the_smallest_sample() {
+        let mut v = vegas(10);
+        v.on_report(&report(50_000, 1_000, 60_000));
+        v.on_report(&report(100_000, 1_000, 50_000));
+        v.on_report(&report(150_000, 1_000, 70_000));
+        assert_eq!(v.base_rtt_us(), 50_000);
+    }
+
+    #[test]
+    fn slow_start_grows_by_the_bytes_acked_while_diff_is_below_gamma() {
+        let mut v = vegas(10);
+        v.on_report(&report(50_000, 10_000, 50_000));
+        assert!((v.cwnd_segments() - 20.0).abs() < 1e-9);
+        // diff = 20 * 2 / 52 < 1: still slow start.
+        v.on_report(&report(102_000, 20_000, 52_000));
+        assert!((v.cwnd_segments() - 40.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn slow_start_ends_at_target_plus_one_once_diff_exceeds_gamma() {
+        // §3.3: diff = 40 * 10 / 60 = 6.7 > gamma → cwnd = min(40, 40 * 50/60 + 1).
+        let mut v = vegas(40);
+        v.on_report(&report(50_000, 0, 50_000));
+        v.on_report(&report(110_000, 40_000, 60_000));
+        let want = 40.0 * 50.0 / 60.0 + 1.0;
+        assert!((v.cwnd_segments() - want).abs() < 1e-9);
+        assert!((v.ssthresh_segments() - (want - 1.0)).abs() < 1e-9);
+        assert!(!v.handoff().in_first_slow_start);
+    }
+
+    #[test]
+    fn avoidance_adds_one_below_alpha_removes_one_above_beta_and_holds_between() {
+        // §3.2: one packet per RTT.
+        let mut v = vegas(30);
+        v.ssthresh = 10.0;
+        v.base_rtt_us = 50_000;
+        v.period_start_us = 50_000;
+        // diff = 30 * 1 / 51 = 0.6 < alpha.
+        v.on_report(&report(101_000, 30_000, 51_000));
+        assert!((v.cwnd_segments() - 31.0).abs() < 1e-9);
+        // diff = 31 * 5 / 55 = 2.8: between alpha and beta.
+        v.on_report(&report(156_000, 31_000, 55_000));
+        assert!((v.cwnd_segments() - 31.0).abs() < 1e-9);
+        // diff = 31 * 20 / 70 = 8.9 > beta.
+        v.on_report(&report(226_000, 31_000, 70_000));
+        assert!((v.cwnd_segments() - 30.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_step_runs_once_per_rtt() {
+        let mut v = vegas(30);
+        v.ssthresh = 10.0;
+        v.base_rtt_us = 50_000;
+        v.period_start_us = 50_000;
+        v.on_report(&report(101_000, 30_000, 51_000));
+        v.on_report(&report(120_000, 5_000, 51_000));
+        assert!(
+            (v.cwnd_segments() - 31.0).abs() < 1e-9,
+            "within one BaseRTT"
+        );
+    }
+
+    #[test]
+    fn loss_halves_like_reno_and_timeout_restarts_from_two_segments() {
+        let mut v = vegas(40);
+        v.on_report(&Measurement {
+            lost_pkts: 1,
+            ..report(50_000, 0, 50_000)
+        });
+        assert!((v.cwnd_segments() - 20.0).abs() < 1e-9);
+        v.on_report(&Measurement {
+            lost_pkts: 1,
+            ..report(60_000, 0, 50_000)
+        });
+        assert!((v.cwnd_segments() - 20.0).abs() < 1e-9, "once per recovery");
+        v.on_report(&Measurement {
+            timeout: true,
+            ..report(70_000, 0, 50_000)
+        });
+        assert!((v.cwnd_segments() - 2.0).abs() < 1e-9);
+        assert!((v.ssthresh_segments() - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn adopting_a_handoff_outside_slow_start_continues_in_avoidance() {
+        let mut v = vegas(10);
+        let h = Handoff {
+            cwnd_bytes: 50_000,
+            in_first_slow_start: false,
+            min_rtt_us: 50_000,
+            ..Handoff::flow_start(&FlowStart {
+                sock_id: 1,
+                mss_bytes: MSS,
+                init_cwnd_bytes: 10 * MSS,
+                seed: 0,
+            })
+        };
+        let c = v.activate(&h);
+        assert_eq!(c.cwnd_bytes, Some(50_000));
+        assert_eq!(c.pacing, Some(Pacing::Unpaced));
+        assert_eq!(v.base_rtt_us(), 50_000);
+        v.on_report(&report(50_000, 50_000, 50_000));
+        assert!(v.cwnd_bytes() <= 51_000);
+    }
+}

@@ -1,0 +1,409 @@
+//! Vegas, Westwood+ and Illinois in the simulator, through the portus adapter in lock-step with
+//! virtual time, on a 10 Mbit/s, 50 ms path: the behaviour their papers claim. Also the
+//! suite's property invariants (no panic, no NaN, window within [2 MSS, 2^32 - 1], a timeout
+//! shrinks the window) on random report sequences for these three.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use ccp_algorithms::{
+    AlgorithmConfig, Ccp, FlowStart, Handoff, IllinoisConfig, Measurement, Pacing, RenoConfig,
+    VegasConfig, WestwoodConfig,
+};
+use ccp_datapath::runtime::DatapathConfig;
+use ccp_datapath::sim::{
+    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
+};
+use proptest::prelude::*;
+
+const MS: u64 = 1_000_000;
+const MSS: u32 = 1448;
+const LINK_BPS: u64 = 10_000_000;
+/// 10 Mbit/s x 50 ms.
+const BDP_BYTES: u64 = LINK_BPS / 8 / 20;
+/// One packet's transmission time at 10 Mbit/s, µs.
+const PKT_US: f64 = MSS as f64 * 8.0 / LINK_BPS as f64 * 1e6;
+
+struct Path {
+    buffer_bytes: u64,
+    loss: f64,
+    flows: usize,
+    secs: u64,
+    seed: u64,
+}
+
+fn run<C: AlgorithmConfig + Send>(config: C, path: &Path) -> SimResult {
+    let agent = LockstepAgent::new(Ccp::new(config));
+    let cfg = SimConfig {
+        seed: path.seed,
+        duration_ns: path.secs * 1_000 * MS,
+        link: LinkSpec {
+            rate: LinkRate::Constant { bps: LINK_BPS },
+            buffer_bytes: path.buffer_bytes,
+            loss: path.loss,
+        },
+        flows: (0..path.flows)
+            .map(|_| {
+                FlowSpec::bulk(
+                    Scheme::Ccp {
+                        alg: C::NAME.to_string(),
+                    },
+                    25 * MS,
+                )
+            })
+            .collect(),
+        changes: Vec::new(),
+        agent_latency_ns: 0,
+        ack_aggregation_ns: 0,
+        sample_interval_ns: 10 * MS,
+        datapath: DatapathConfig::default(),
+    };
+    Simulation::new(cfg, Some(agent))
+        .expect("config")
+        .run()
+        .expect("run")
+}
+
+fn total_utilization(r: &SimResult) -> f64 {
+    r.flows
+        .iter()
+        .map(|f| f.throughput_bps(r.duration_ns))
+        .sum::<f64>()
+        / LINK_BPS as f64
+}
+
+/// Throughput of each flow between `from_ns` and the end, bits per second.
+fn late_throughputs(r: &SimResult, from_ns: u64) -> Vec<f64> {
+    r.flows
+        .iter()
+        .map(|f| {
+            let at = |t: u64| {
+                f.series
+                    .iter()
+                    .rfind(|s| s.t_ns <= t)
+                    .map_or(0, |s| s.delivered_bytes)
+            };
+            let end = f.series.last().map_or(from_ns, |s| s.t_ns);
+            let secs = end.saturating_sub(from_ns) as f64 / 1e9;
+            (at(end) - at(from_ns)) as f64 * 8.0 / secs.max(1e-9)
+        })
+        .collect()
+}
+
+fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    if sq <= 0.0 {
+        0.0
+    } else {
+        s * s / (x.len() as f64 * sq)
+    }
+}
+
+#[test]
+fn vegas_keeps_between_alpha_and_beta_packets_queued() {
+    // Brakmo & Peterson §3.2: alpha..beta = 2..4 packets queued, a few ms at 10 Mbit/s.
+    let r = run(
+        VegasConfig::default(),
+        &Path {
+            buffer_bytes: 5 * BDP_BYTES,
+            loss: 0.0,
+            flows: 1,
+            secs: 20,
+            seed: 7,
+        },
+    );
+    let f = &r.flows[0];
+    let util = total_utilization(&r);
+    let q_us = f.mean_queue_delay_us();
+    let q_pkts = q_us / PKT_US;
+    println!(
+        "vegas: utilization {util:.3}, mean queueing delay {:.2} ms = {q_pkts:.2} packets, {} drops",
+        q_us / 1e3,
+        f.packets_dropped
+    );
+    assert!(util >= 0.85, "utilization {util:.3}");
+    assert!(
+        (1.0..=6.0).contains(&q_pkts),
+        "mean queue {q_pkts:.2} packets"
+    );
+    assert_eq!(f.packets_dropped, 0, "Vegas never fills a 5-BDP buffer");
+    assert_eq!(f.vm_faults, 0);
+}
+
+#[test]
+fn westwood_beats_reno_under_random_loss() {
+    // Mascolo et al. §4 / Grieco & Mascolo: BWE * RTTmin does not halve the window on a
+    // random loss.
+    let path = Path {
+        buffer_bytes: 5 * BDP_BYTES,
+        loss: 0.01,
+        flows: 1,
+        secs: 30,
+        seed: 11,
+    };
+    let w = run(WestwoodConfig::default(), &path);
+    let r = run(RenoConfig::default(), &path);
+    let (wu, ru) = (total_utilization(&w), total_utilization(&r));
+    println!(
+        "1 % loss: westwood utilization {wu:.3} ({} random drops), reno {ru:.3} ({} random drops); ratio {:.2}",
+        w.random_drops,
+        r.random_drops,
+        wu / ru
+    );
+    assert!(wu > 1.2 * ru, "westwood {wu:.3} vs reno {ru:.3}");
+    assert_eq!(w.flows[0].vm_faults, 0);
+}
+
+#[test]
+fn illinois_fills_a_one_bdp_buffer() {
+    let r = run(
+        IllinoisConfig::default(),
+        &Path {
+            buffer_bytes: BDP_BYTES,
+            loss: 0.0,
+            flows: 1,
+            secs: 30,
+            seed: 7,
+        },
+    );
+    let f = &r.flows[0];
+    let util = total_utilization(&r);
+    println!(
+        "illinois: utilization {util:.3}, {} drops, {} timeouts, mean queueing delay {:.1} ms",
+        f.packets_dropped,
+        f.timeouts,
+        f.mean_queue_delay_us() / 1e3
+    );
+    assert!(util >= 0.90, "utilization {util:.3}");
+    assert_eq!(f.vm_faults, 0);
+}
+
+#[test]
+fn two_illinois_flows_share_fairly() {
+    let r = run(
+        IllinoisConfig::default(),
+        &Path {
+            buffer_bytes: BDP_BYTES,
+            loss: 0.0,
+            flows: 2,
+            secs: 40,
+            seed: 3,
+        },
+    );
+    let x = late_throughputs(&r, 20_000 * MS);
+    let j = jain(&x);
+    println!(
+        "illinois x2: {:.2} / {:.2} Mbit/s over the last 20 s, Jain {j:.3}, utilization {:.3}",
+        x[0] / 1e6,
+        x[1] / 1e6,
+        total_utilization(&r)
+    );
+    assert!(j >= 0.9, "Jain {j:.3}");
+}
+
+/// Vegas's dead zone lets each flow keep anywhere between `alpha` and `beta` packets queued,
+/// and throughput shares follow the queued packets, so two Vegas flows can settle at up to
+/// 1:2 (Jain 0.9) and stay there: the bound is 0.85, not 0.9 (measured 0.907 here).
+#[test]
+fn two_vegas_flows_share_within_the_dead_zone() {
+    let r = run(
+        VegasConfig::default(),
+        &Path {
+            buffer_bytes: 5 * BDP_BYTES,
+            loss: 0.0,
+            flows: 2,
+            secs: 40,
+            seed: 3,
+        },
+    );
+    let x = late_throughputs(&r, 20_000 * MS);
+    let j = jain(&x);
+    println!(
+        "vegas x2: {:.2} / {:.2} Mbit/s over the last 20 s, Jain {j:.3}, utilization {:.3}",
+        x[0] / 1e6,
+        x[1] / 1e6,
+        total_utilization(&r)
+    );
+    assert!(j >= 0.85, "Jain {j:.3}");
+}
+
+// ---- The suite's property invariants, for these three algorithms. ----
+
+#[derive(Debug, Clone)]
+enum Op {
+    Report(Measurement),
+    Handoff(Handoff),
+}
+
+fn edge_u64() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1u64),
+        Just(u64::from(u32::MAX)),
+        Just(u64::MAX),
+        0u64..10_000_000,
+        any::<u64>(),
+    ]
+}
+
+fn measurement() -> impl Strategy<Value = Measurement> {
+    (
+        (edge_u64(), edge_u64(), edge_u64(), 0u64..50, any::<bool>()),
+        (
+            edge_u64(),
+            edge_u64(),
+            edge_u64(),
+            edge_u64(),
+            edge_u64(),
+            edge_u64(),
+        ),
+    )
+        .prop_map(
+            |(
+                (now_us, acked_bytes, sacked_bytes, lost, timeout),
+                (rtt, min_rtt, rin, rout, inflight, cwnd),
+            )| Measurement {
+                now_us,
+                acked_bytes,
+                sacked_bytes,
+                lost_pkts: if lost > 40 { u64::MAX } else { lost % 4 },
+                timeout: timeout && lost % 3 == 0,
+                rtt_us: rtt,
+                min_rtt_us: min_rtt,
+                rate_incoming_bytes_per_sec: rin,
+                rate_outgoing_bytes_per_sec: rout,
+                inflight_bytes: inflight,
+                cwnd_bytes: cwnd,
+            },
+        )
+}
+
+fn handoff() -> impl Strategy<Value = Handoff> {
+    (
+        edge_u64(),
+        any::<u32>(),
+        any::<u32>(),
+        prop_oneof![
+            Just(Pacing::Unpaced),
+            any::<u32>().prop_map(Pacing::BytesPerSec)
+        ],
+        (edge_u64(), edge_u64(), edge_u64()),
+        proptest::option::of(edge_u64()),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(now_us, cwnd, ssthresh, pacing, (srtt, min_rtt, rate), last_loss, ss)| Handoff {
+                now_us,
+                cwnd_bytes: cwnd,
+                ssthresh_bytes: ssthresh,
+                pacing,
+                srtt_us: srtt,
+                min_rtt_us: min_rtt,
+                delivery_rate_bytes_per_sec: rate,
+                last_loss_us: last_loss,
+                in_first_slow_start: ss,
+            },
+        )
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => measurement().prop_map(Op::Report),
+        1 => handoff().prop_map(Op::Handoff),
+    ]
+}
+
+fn configs() -> Vec<Box<dyn ccp_algorithms::DynAlgorithmConfig>> {
+    vec![
+        Box::new(VegasConfig::default()),
+        Box::new(WestwoodConfig::default()),
+        Box::new(IllinoisConfig::default()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn vegas_westwood_illinois_survive_any_report_sequence(
+        mss in prop_oneof![Just(1u32), Just(536u32), Just(1448u32), Just(9000u32), 1u32..100_000],
+        iw in any::<u32>(),
+        ops in proptest::collection::vec(op(), 1..120),
+    ) {
+        let start = FlowStart { sock_id: 3, mss_bytes: mss, init_cwnd_bytes: iw, seed: 1 };
+        let min = u64::from(mss) * 2;
+        for cfg in configs() {
+            let mut alg = cfg.build(&start);
+            let first = alg.activate(&Handoff::flow_start(&start));
+            prop_assert!(first.cwnd_bytes.is_some(), "{}: no window at start", cfg.name());
+            prop_assert_eq!(first.pacing, Some(Pacing::Unpaced));
+            for op in &ops {
+                let before = alg.cwnd_bytes();
+                let control = match op {
+                    Op::Report(m) => alg.on_report(m),
+                    Op::Handoff(h) => alg.activate(h),
+                };
+                let cwnd = alg.cwnd_bytes();
+                prop_assert!(u64::from(cwnd) >= min,
+                    "{}: window {cwnd} below 2 MSS after {op:?}", cfg.name());
+                if let Some(c) = control.cwnd_bytes {
+                    prop_assert_eq!(c, cwnd, "{}: control and state disagree", cfg.name());
+                }
+                if let Some(Pacing::BytesPerSec(r)) = control.pacing {
+                    prop_assert!(r > 0, "{}: a zero rate is ignored by the datapath", cfg.name());
+                }
+                let h = alg.handoff();
+                prop_assert_eq!(h.cwnd_bytes, cwnd);
+                prop_assert!(h.ssthresh_bytes >= 1);
+                if let Op::Report(m) = op && m.timeout {
+                    prop_assert!(cwnd < before || u64::from(cwnd) <= min,
+                        "{}: timeout left the window at {cwnd} (was {before})", cfg.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn adopting_a_handoff_keeps_the_window_within_a_factor_of_two_for_an_rtt(
+        cwnd_pkts in 2u32..2_000,
+        srtt_us in 1_000u64..500_000,
+        ss in any::<bool>(),
+        acked_frac in 0.0f64..1.0,
+    ) {
+        let start = FlowStart { sock_id: 3, mss_bytes: MSS, init_cwnd_bytes: 10 * MSS, seed: 1 };
+        let cwnd = cwnd_pkts * MSS;
+        let h = Handoff {
+            now_us: 1_000_000,
+            cwnd_bytes: cwnd,
+            ssthresh_bytes: if ss { u32::MAX } else { cwnd },
+            pacing: Pacing::Unpaced,
+            srtt_us,
+            min_rtt_us: srtt_us,
+            delivery_rate_bytes_per_sec: u64::from(cwnd) * 1_000_000 / srtt_us,
+            last_loss_us: None,
+            in_first_slow_start: ss,
+        };
+        for cfg in configs() {
+            let mut alg = cfg.build(&start);
+            let c = alg.activate(&h);
+            prop_assert_eq!(c.cwnd_bytes, Some(cwnd));
+            prop_assert_eq!(c.pacing, Some(Pacing::Unpaced));
+            // One RTT of ACKs for (part of) the window, no delay increase.
+            let m = Measurement {
+                now_us: h.now_us + srtt_us,
+                acked_bytes: (f64::from(cwnd) * acked_frac) as u64,
+                rtt_us: srtt_us,
+                min_rtt_us: srtt_us,
+                ..Measurement::default()
+            };
+            alg.on_report(&m);
+            let w = alg.cwnd_bytes();
+            prop_assert!(w >= cwnd / 2 && u64::from(w) <= 2 * u64::from(cwnd),
+                "{}: {w} after adopting {cwnd}", cfg.name());
+            if !ss {
+                prop_assert!(u64::from(w) <= u64::from(cwnd) + 10 * u64::from(MSS),
+                    "{}: slow start after adopting {cwnd} outside it: {w}", cfg.name());
+            }
+        }
+    }
+}
