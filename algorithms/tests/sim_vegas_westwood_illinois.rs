@@ -5,13 +5,15 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use std::marker::PhantomData;
+
 use ccp_algorithms::{
-    AlgorithmConfig, Ccp, FlowStart, Handoff, IllinoisConfig, Measurement, Pacing, RenoConfig,
-    VegasConfig, WestwoodConfig,
+    Algorithm, AlgorithmConfig, Ccp, Control, FlowStart, Handoff, IllinoisConfig, Measurement,
+    Pacing, ProgramSpec, RenoConfig, VegasConfig, WestwoodConfig,
 };
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
-    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
+    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Sample, Scheme, SimConfig, SimResult, Simulation,
 };
 use proptest::prelude::*;
 
@@ -225,6 +227,132 @@ fn two_vegas_flows_share_within_the_dead_zone() {
         total_utilization(&r)
     );
     assert!(j >= 0.85, "Jain {j:.3}");
+}
+
+/// Runs `A`, then at `at_us` hands the flow over to `B` (what the selector will do).
+struct SwapConfig<A, B> {
+    at_us: u64,
+    algs: PhantomData<fn() -> (A, B)>,
+}
+
+struct Swap {
+    current: Box<dyn Algorithm>,
+    next: Option<Box<dyn Algorithm>>,
+    at_us: u64,
+}
+
+impl<A: AlgorithmConfig + Default, B: AlgorithmConfig + Default> AlgorithmConfig
+    for SwapConfig<A, B>
+{
+    const NAME: &'static str = "swap";
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        // Every algorithm here installs the same shared program.
+        A::default().programs()
+    }
+
+    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(Swap {
+            current: A::default().build(start),
+            next: Some(B::default().build(start)),
+            at_us: self.at_us,
+        })
+    }
+}
+
+impl Algorithm for Swap {
+    fn name(&self) -> &'static str {
+        "swap"
+    }
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        self.current.programs()
+    }
+    fn activate(&mut self, handoff: &Handoff) -> Control {
+        self.current.activate(handoff)
+    }
+    fn on_report(&mut self, report: &Measurement) -> Control {
+        let control = self.current.on_report(report);
+        if report.now_us >= self.at_us
+            && let Some(mut next) = self.next.take()
+        {
+            let handoff = self.current.handoff();
+            let control = next.activate(&handoff);
+            self.current = next;
+            return control;
+        }
+        control
+    }
+    fn handoff(&self) -> Handoff {
+        self.current.handoff()
+    }
+}
+
+/// Hands over at 10 s on a 1-BDP path: the window stays within [cwnd/2, 2 cwnd] for the
+/// first RTT and does not slow-start (doubling every ~80 ms RTT) in the next second.
+fn check_handoff<A, B>(label: &str)
+where
+    A: AlgorithmConfig + Default,
+    B: AlgorithmConfig + Default,
+{
+    let at_ns = 10_000 * MS;
+    let r = run(
+        SwapConfig::<A, B> {
+            at_us: at_ns / 1_000,
+            algs: PhantomData,
+        },
+        &Path {
+            buffer_bytes: BDP_BYTES,
+            loss: 0.0,
+            flows: 1,
+            secs: 15,
+            seed: 7,
+        },
+    );
+    let f = &r.flows[0];
+    let pkts = |s: &Sample| f64::from(s.cwnd_bytes) / f64::from(MSS);
+    let before = f
+        .series
+        .iter()
+        .rfind(|s| s.t_ns < at_ns)
+        .map(pkts)
+        .expect("samples before the handoff");
+    let first_rtt: Vec<f64> = f
+        .series
+        .iter()
+        .filter(|s| s.t_ns >= at_ns && s.t_ns < at_ns + 100 * MS)
+        .map(|s| pkts(s).round())
+        .collect();
+    let next_second = f
+        .series
+        .iter()
+        .filter(|s| s.t_ns >= at_ns && s.t_ns < at_ns + 1_000 * MS)
+        .map(pkts)
+        .fold(0.0, f64::max);
+    let util = total_utilization(&r);
+    println!(
+        "{label}: cwnd {before:.1} pkts before, {first_rtt:?} in the first RTT after, max {next_second:.1} in the next second; utilization {util:.3}"
+    );
+    assert!(
+        first_rtt
+            .iter()
+            .all(|&w| w >= before / 2.0 && w <= before * 2.0),
+        "{label}: the window left [cwnd/2, 2 cwnd] in the first RTT"
+    );
+    assert!(
+        next_second <= 2.0 * before,
+        "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
+    );
+    assert!(util >= 0.85, "{label}: utilization {util:.3}");
+    assert_eq!(f.vm_faults, 0);
+}
+
+#[test]
+fn adopting_a_handoff_mid_flow_does_not_restart_slow_start() {
+    check_handoff::<RenoConfig, VegasConfig>("reno -> vegas");
+    check_handoff::<RenoConfig, WestwoodConfig>("reno -> westwood");
+    check_handoff::<RenoConfig, IllinoisConfig>("reno -> illinois");
+    check_handoff::<IllinoisConfig, VegasConfig>("illinois -> vegas");
+    check_handoff::<WestwoodConfig, RenoConfig>("westwood -> reno");
 }
 
 // ---- The suite's property invariants, for these three algorithms. ----
