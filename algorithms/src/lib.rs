@@ -14,6 +14,8 @@
 
 pub mod adapter;
 pub mod api;
+pub mod bbr;
+pub mod copa;
 pub mod cubic;
 pub mod illinois;
 pub mod programs;
@@ -28,6 +30,8 @@ pub use api::{
     Algorithm, AlgorithmConfig, Control, DynAlgorithmConfig, FlowStart, Handoff, Measurement,
     Pacing,
 };
+pub use bbr::{Bbr, BbrConfig};
+pub use copa::{Copa, CopaConfig};
 pub use cubic::{Cubic, CubicConfig};
 pub use illinois::{Illinois, IllinoisConfig};
 pub use programs::ProgramSpec;

@@ -1,0 +1,393 @@
+//! BBR v1 and Copa in the simulator, through the portus adapter in lock-step with virtual
+//! time: low queueing delay at high utilization on a deep (5-BDP) buffer, fairness between two
+//! flows of the same algorithm, and the suite's invariants under random report sequences.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::marker::PhantomData;
+use std::sync::Mutex;
+
+use ccp_algorithms::{
+    Algorithm, AlgorithmConfig, BbrConfig, Ccp, Control, CopaConfig, CubicConfig,
+    DynAlgorithmConfig, FlowStart, Handoff, Measurement, Pacing, ProgramSpec,
+};
+use ccp_datapath::runtime::DatapathConfig;
+use ccp_datapath::sim::{
+    FlowSpec, LinkRate, LinkSpec, LockstepAgent, SimConfig, SimResult, Simulation,
+};
+use proptest::prelude::*;
+
+const MS: u64 = 1_000_000;
+const LINK_BPS: u64 = 10_000_000;
+/// 10 Mbit/s x 50 ms.
+const BDP_BYTES: u64 = LINK_BPS / 8 / 20;
+
+fn run<C: AlgorithmConfig + Send>(config: C, flows: usize, secs: u64) -> SimResult {
+    let agent = LockstepAgent::new(Ccp::new(config));
+    let cfg = SimConfig {
+        seed: 11,
+        duration_ns: secs * 1_000 * MS,
+        link: LinkSpec {
+            rate: LinkRate::Constant { bps: LINK_BPS },
+            buffer_bytes: 5 * BDP_BYTES,
+            loss: 0.0,
+        },
+        flows: (0..flows)
+            .map(|i| FlowSpec {
+                start_ns: i as u64 * 500 * MS,
+                ..FlowSpec::bulk(
+                    ccp_datapath::sim::Scheme::Ccp {
+                        alg: C::NAME.to_string(),
+                    },
+                    25 * MS,
+                )
+            })
+            .collect(),
+        changes: Vec::new(),
+        agent_latency_ns: 0,
+        ack_aggregation_ns: 0,
+        sample_interval_ns: 10 * MS,
+        datapath: DatapathConfig::default(),
+    };
+    Simulation::new(cfg, Some(agent))
+        .expect("config")
+        .run()
+        .expect("run")
+}
+
+/// Utilization of the whole run, and mean queueing delay over mean min RTT.
+fn delay_and_utilization(label: &str, r: &SimResult) -> (f64, f64) {
+    let f = &r.flows[0];
+    let util = f.throughput_bps(r.duration_ns) / LINK_BPS as f64;
+    let min_rtt_us = f.min_rtt_ns as f64 / 1e3;
+    let qd = f.mean_queue_delay_us();
+    println!(
+        "{label}: utilization {util:.3}, mean queueing delay {:.1} ms = {:.2} x min RTT {:.1} ms, \
+         {} drops, {} timeouts",
+        qd / 1e3,
+        qd / min_rtt_us,
+        min_rtt_us / 1e3,
+        f.packets_dropped,
+        f.timeouts
+    );
+    assert_eq!(f.vm_faults, 0);
+    (util, qd / min_rtt_us)
+}
+
+/// Jain's index of the flows' throughput from `from_ns` to the end.
+fn jain_after(label: &str, r: &SimResult, from_ns: u64) -> f64 {
+    let x: Vec<f64> = r
+        .flows
+        .iter()
+        .map(|f| {
+            let at = |t: u64| {
+                f.series
+                    .iter()
+                    .rfind(|s| s.t_ns <= t)
+                    .map_or(0, |s| s.delivered_bytes)
+            };
+            let end = f.series.last().map_or(0, |s| s.t_ns);
+            (at(end) - at(from_ns)) as f64 * 8.0 / ((end - from_ns) as f64 / 1e9)
+        })
+        .collect();
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    let jain = sum * sum / (x.len() as f64 * sq);
+    println!(
+        "{label}: throughputs {:?} Mbit/s, total {:.2}, Jain {jain:.3}",
+        x.iter()
+            .map(|v| (v / 1e4).round() / 100.0)
+            .collect::<Vec<_>>(),
+        sum / 1e6
+    );
+    jain
+}
+
+#[test]
+fn bbr_keeps_the_queue_short_on_a_deep_buffer() {
+    let r = run(BbrConfig::default(), 1, 30);
+    let (util, q) = delay_and_utilization("bbr", &r);
+    assert!(util >= 0.85, "utilization {util:.3}");
+    assert!(q < 0.5, "queueing delay {q:.2} x min RTT");
+}
+
+#[test]
+fn copa_keeps_the_queue_short_on_a_deep_buffer() {
+    let r = run(CopaConfig::default(), 1, 30);
+    let (util, q) = delay_and_utilization("copa", &r);
+    assert!(util >= 0.85, "utilization {util:.3}");
+    assert!(q < 0.5, "queueing delay {q:.2} x min RTT");
+}
+
+#[test]
+fn two_bbr_flows_share_fairly() {
+    let r = run(BbrConfig::default(), 2, 30);
+    let jain = jain_after("bbr x2", &r, 10_000 * MS);
+    assert!(jain >= 0.9, "Jain {jain:.3}");
+}
+
+#[test]
+fn two_copa_flows_share_fairly() {
+    let r = run(CopaConfig::default(), 2, 30);
+    let jain = jain_after("copa x2", &r, 10_000 * MS);
+    assert!(jain >= 0.9, "Jain {jain:.3}");
+}
+
+/// When the last handoff happened and the smoothed RTT then, µs.
+static SWAPPED: SwapRecord = SwapRecord(Mutex::new((0, 0)));
+
+struct SwapRecord(Mutex<(u64, u64)>);
+
+impl SwapRecord {
+    fn store(&self, v: (u64, u64)) {
+        *self.0.lock().unwrap() = v;
+    }
+    fn take(&self) -> (u64, u64) {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// Runs `A`, then from `at_us` on hands the flow over to `B` (what the selector will do).
+struct SwapConfig<A, B> {
+    at_us: u64,
+    algs: PhantomData<fn() -> (A, B)>,
+}
+
+struct Swap {
+    current: Box<dyn Algorithm>,
+    next: Option<Box<dyn Algorithm>>,
+    at_us: u64,
+}
+
+impl<A: AlgorithmConfig + Default, B: AlgorithmConfig + Default> AlgorithmConfig
+    for SwapConfig<A, B>
+{
+    const NAME: &'static str = B::NAME;
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        &ccp_algorithms::programs::ALL
+    }
+
+    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(Swap {
+            current: A::default().build(start),
+            next: Some(B::default().build(start)),
+            at_us: self.at_us,
+        })
+    }
+}
+
+impl Algorithm for Swap {
+    fn name(&self) -> &'static str {
+        "swap"
+    }
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        self.current.programs()
+    }
+    fn activate(&mut self, handoff: &Handoff) -> Control {
+        self.current.activate(handoff)
+    }
+    fn on_report(&mut self, report: &Measurement) -> Control {
+        let control = self.current.on_report(report);
+        if report.now_us >= self.at_us
+            && let Some(mut next) = self.next.take()
+        {
+            let handoff = self.current.handoff();
+            let control = next.activate(&handoff);
+            assert!(control.pacing.is_some(), "no pacing rate after a handoff");
+            SWAPPED.store((report.now_us, handoff.srtt_us));
+            self.current = next;
+            return control;
+        }
+        control
+    }
+    fn handoff(&self) -> Handoff {
+        self.current.handoff()
+    }
+}
+
+/// Cubic hands over to `B` at 10 s: the window stays within a factor of two for the first
+/// RTT, there is no new Startup / slow start, and the link stays busy.
+fn check_handoff<B: AlgorithmConfig + Default>(label: &str) {
+    let at_ns = 10_000 * MS;
+    let r = run(
+        SwapConfig::<CubicConfig, B> {
+            at_us: at_ns / 1_000,
+            algs: PhantomData,
+        },
+        1,
+        20,
+    );
+    let (swap_us, srtt_us) = SWAPPED.take();
+    assert!(swap_us >= at_ns / 1_000, "{label}: no handoff");
+    let (swap_ns, rtt_ns) = (swap_us * 1_000, srtt_us.max(1) * 1_000);
+    let f = &r.flows[0];
+    let pkts = |s: &ccp_datapath::sim::Sample| f64::from(s.cwnd_bytes) / 1448.0;
+    let before = f
+        .series
+        .iter()
+        .rfind(|s| s.t_ns <= swap_ns)
+        .map(pkts)
+        .expect("samples before the handoff");
+    let first_rtt: Vec<f64> = f
+        .series
+        .iter()
+        .filter(|s| s.t_ns > swap_ns && s.t_ns < swap_ns + rtt_ns)
+        .map(pkts)
+        .collect();
+    let next_second = f
+        .series
+        .iter()
+        .filter(|s| s.t_ns > swap_ns && s.t_ns < swap_ns + 1_000 * MS)
+        .map(pkts)
+        .fold(0.0, f64::max);
+    let util = f.throughput_bps(r.duration_ns) / LINK_BPS as f64;
+    println!(
+        "{label}: cwnd {before:.1} pkts before, {:.1}..{:.1} in the first RTT after, max {next_second:.1} in the next second; utilization {util:.3}",
+        first_rtt.iter().copied().fold(f64::INFINITY, f64::min),
+        first_rtt.iter().copied().fold(0.0, f64::max),
+    );
+    assert!(
+        first_rtt
+            .iter()
+            .all(|&w| w >= before / 2.0 - 1.0 && w <= before * 2.0 + 1.0),
+        "{label}: the window left [cwnd/2, 2 cwnd] in the first RTT"
+    );
+    assert!(
+        next_second <= before * 2.0 + 1.0,
+        "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
+    );
+    assert!(util >= 0.85, "{label}: utilization {util:.3}");
+    assert_eq!(f.vm_faults, 0);
+}
+
+#[test]
+fn adopting_a_handoff_mid_flow_does_not_restart_startup_or_slow_start() {
+    check_handoff::<BbrConfig>("cubic -> bbr");
+    check_handoff::<CopaConfig>("cubic -> copa");
+}
+
+// ---- invariants (the suite's property test, for these two) ----
+
+#[derive(Debug, Clone)]
+enum Op {
+    Report(Measurement),
+    Handoff(Handoff),
+}
+
+fn edge_u64() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1u64),
+        Just(u64::from(u32::MAX)),
+        Just(u64::MAX),
+        0u64..10_000_000,
+        any::<u64>(),
+    ]
+}
+
+fn measurement() -> impl Strategy<Value = Measurement> {
+    (
+        (edge_u64(), edge_u64(), edge_u64(), 0u64..50, any::<bool>()),
+        (edge_u64(), edge_u64(), edge_u64(), edge_u64(), edge_u64()),
+    )
+        .prop_map(
+            |(
+                (now_us, acked_bytes, sacked_bytes, lost, timeout),
+                (rtt, min_rtt, rin, rout, inflight),
+            )| {
+                Measurement {
+                    now_us,
+                    acked_bytes,
+                    sacked_bytes,
+                    lost_pkts: if lost > 40 { u64::MAX } else { lost % 4 },
+                    timeout: timeout && lost % 3 == 0,
+                    rtt_us: rtt,
+                    min_rtt_us: min_rtt,
+                    rate_incoming_bytes_per_sec: rin,
+                    rate_outgoing_bytes_per_sec: rout,
+                    inflight_bytes: inflight,
+                    cwnd_bytes: 0,
+                }
+            },
+        )
+}
+
+fn handoff() -> impl Strategy<Value = Handoff> {
+    (
+        edge_u64(),
+        any::<u32>(),
+        prop_oneof![
+            Just(Pacing::Unpaced),
+            any::<u32>().prop_map(Pacing::BytesPerSec)
+        ],
+        (edge_u64(), edge_u64(), edge_u64()),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(now_us, cwnd, pacing, (srtt, min_rtt, rate), ss)| Handoff {
+                now_us,
+                cwnd_bytes: cwnd,
+                ssthresh_bytes: u32::MAX,
+                pacing,
+                srtt_us: srtt,
+                min_rtt_us: min_rtt,
+                delivery_rate_bytes_per_sec: rate,
+                last_loss_us: None,
+                in_first_slow_start: ss,
+            },
+        )
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => measurement().prop_map(Op::Report),
+        1 => handoff().prop_map(Op::Handoff),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn bbr_and_copa_survive_any_report_sequence(
+        mss in prop_oneof![Just(1u32), Just(536u32), Just(1448u32), Just(9000u32), 1u32..100_000],
+        iw in any::<u32>(),
+        ops in proptest::collection::vec(op(), 1..120),
+    ) {
+        let start = FlowStart { sock_id: 3, mss_bytes: mss, init_cwnd_bytes: iw, seed: 1 };
+        let min = u64::from(mss) * 2;
+        let configs: [Box<dyn DynAlgorithmConfig>; 2] =
+            [Box::new(BbrConfig::default()), Box::new(CopaConfig::default())];
+        for cfg in configs {
+            let mut alg = cfg.build(&start);
+            let first = alg.activate(&Handoff::flow_start(&start));
+            prop_assert!(first.cwnd_bytes.is_some(), "{}: no window at start", cfg.name());
+            prop_assert!(first.pacing.is_some(), "{}: no pacing at start", cfg.name());
+            for op in &ops {
+                let before = alg.cwnd_bytes();
+                let control = match op {
+                    Op::Report(m) => alg.on_report(m),
+                    Op::Handoff(h) => alg.activate(h),
+                };
+                let cwnd = alg.cwnd_bytes();
+                prop_assert!(u64::from(cwnd) >= min.min(u64::from(u32::MAX)),
+                    "{}: window {cwnd} below 2 MSS after {op:?}", cfg.name());
+                prop_assert_eq!(control.cwnd_bytes, Some(cwnd), "{}", cfg.name());
+                prop_assert!(control.pacing.is_some(), "{}: no pacing", cfg.name());
+                if let Some(Pacing::BytesPerSec(r)) = control.pacing {
+                    prop_assert!(r > 0, "{}: a zero rate is ignored by the datapath", cfg.name());
+                }
+                let h = alg.handoff();
+                prop_assert_eq!(h.cwnd_bytes, cwnd);
+                if let Some(Pacing::BytesPerSec(r)) = Some(h.pacing) {
+                    prop_assert!(r > 0);
+                }
+                if let Op::Report(m) = op && m.timeout {
+                    prop_assert!(cwnd < before || u64::from(cwnd) <= min,
+                        "{}: timeout left the window at {cwnd} (was {before})", cfg.name());
+                }
+            }
+        }
+    }
+}
