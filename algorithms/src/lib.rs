@@ -15,6 +15,7 @@
 pub mod adapter;
 pub mod api;
 pub mod bbr;
+pub mod c2tcp;
 pub mod copa;
 pub mod cubic;
 pub mod illinois;
@@ -23,6 +24,7 @@ pub mod recovery;
 pub mod reno;
 pub mod rtt;
 pub mod vegas;
+pub mod vivace;
 pub mod westwood;
 
 pub use adapter::Ccp;
@@ -31,12 +33,14 @@ pub use api::{
     Pacing,
 };
 pub use bbr::{Bbr, BbrConfig};
+pub use c2tcp::{C2tcp, C2tcpConfig};
 pub use copa::{Copa, CopaConfig};
 pub use cubic::{Cubic, CubicConfig};
 pub use illinois::{Illinois, IllinoisConfig};
 pub use programs::ProgramSpec;
 pub use reno::{Reno, RenoConfig};
 pub use vegas::{Vegas, VegasConfig};
+pub use vivace::{Vivace, VivaceConfig};
 pub use westwood::{Westwood, WestwoodConfig};
 
 /// The default config of every algorithm in the suite, for registries (agents, eval).
