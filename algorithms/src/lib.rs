@@ -48,6 +48,13 @@ pub fn suite() -> Vec<Box<dyn DynAlgorithmConfig>> {
     vec![
         Box::new(RenoConfig::default()),
         Box::new(CubicConfig::default()),
+        Box::new(BbrConfig::default()),
+        Box::new(CopaConfig::default()),
+        Box::new(VegasConfig::default()),
+        Box::new(WestwoodConfig::default()),
+        Box::new(IllinoisConfig::default()),
+        Box::new(C2tcpConfig::default()),
+        Box::new(VivaceConfig::default()),
     ]
 }
 

@@ -5,7 +5,10 @@
 //! lock-step agent (or, in real time, an external agent over unix sockets); every algorithm
 //! registered in `with_every_algorithm!` appears here with no further wiring.
 
-use ccp_algorithms::{AlgorithmConfig, Ccp, CubicConfig, RenoConfig};
+use ccp_algorithms::{
+    AlgorithmConfig, BbrConfig, C2tcpConfig, Ccp, CopaConfig, CubicConfig, IllinoisConfig,
+    RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
+};
 use ccp_datapath::agent::{AIMD_NAME, Aimd};
 use ccp_datapath::sim::{LockstepAgent, Scheme};
 
@@ -14,15 +17,54 @@ pub const NATIVE_RENO: &str = "native-reno";
 /// Built-in Cubic in the datapath (no agent).
 pub const NATIVE_CUBIC: &str = "native-cubic";
 
+/// Built-in schemes: (name, description).
+const NATIVE: &[(&str, &str)] = &[
+    (NATIVE_RENO, "Reno (RFC 5681) inside the datapath, no agent"),
+    (
+        NATIVE_CUBIC,
+        "Cubic (RFC 9438) inside the datapath, no agent",
+    ),
+];
+
+/// CCP schemes run through the agent: (name, description). Every name here is registered by
+/// `with_every_algorithm!` (a test checks the two agree).
+const CCP: &[(&str, &str)] = &[
+    (
+        AIMD_NAME,
+        "CCP: AIMD test algorithm (one MSS per RTT, halve on loss)",
+    ),
+    (RenoConfig::NAME, "CCP: Reno/NewReno (RFC 5681/6582)"),
+    (
+        CubicConfig::NAME,
+        "CCP: Cubic (RFC 9438) with fast convergence and the Reno-friendly region",
+    ),
+    (BbrConfig::NAME, "CCP: BBR v1 (Cardwell et al. 2016)"),
+    (
+        CopaConfig::NAME,
+        "CCP: Copa (Arun & Balakrishnan, NSDI'18), delta 0.5, competitive mode",
+    ),
+    (
+        VegasConfig::NAME,
+        "CCP: Vegas (Brakmo & Peterson 1995), alpha 2, beta 4",
+    ),
+    (
+        WestwoodConfig::NAME,
+        "CCP: Westwood+ (Grieco & Mascolo 2004)",
+    ),
+    (
+        IllinoisConfig::NAME,
+        "CCP: TCP-Illinois (Liu, Basar & Srikant 2006)",
+    ),
+    (
+        C2tcpConfig::NAME,
+        "CCP: C2TCP (Abbasloo et al. 2018), target-delay layer over Cubic",
+    ),
+    (VivaceConfig::NAME, "CCP: PCC Vivace (Dong et al., NSDI'18)"),
+];
+
 /// Every scheme name, sorted.
 pub fn available() -> Vec<&'static str> {
-    let mut v = vec![
-        NATIVE_CUBIC,
-        NATIVE_RENO,
-        AIMD_NAME,
-        RenoConfig::NAME,
-        CubicConfig::NAME,
-    ];
+    let mut v: Vec<&'static str> = NATIVE.iter().chain(CCP).map(|(n, _)| *n).collect();
     v.sort_unstable();
     v
 }
@@ -32,7 +74,7 @@ pub fn resolve(name: &str) -> Option<Scheme> {
     match name {
         NATIVE_RENO => Some(Scheme::Reno),
         NATIVE_CUBIC => Some(Scheme::Cubic),
-        AIMD_NAME | RenoConfig::NAME | CubicConfig::NAME => Some(Scheme::Ccp {
+        _ if CCP.iter().any(|(n, _)| *n == name) => Some(Scheme::Ccp {
             alg: name.to_string(),
         }),
         _ => None,
@@ -41,14 +83,11 @@ pub fn resolve(name: &str) -> Option<Scheme> {
 
 /// One-line description for `ccp-eval list`.
 pub fn describe(name: &str) -> &'static str {
-    match name {
-        NATIVE_RENO => "Reno (RFC 5681) inside the datapath, no agent",
-        NATIVE_CUBIC => "Cubic (RFC 9438) inside the datapath, no agent",
-        AIMD_NAME => "CCP: AIMD test algorithm (one MSS per RTT, halve on loss) via portus",
-        RenoConfig::NAME => "CCP: Reno/NewReno (RFC 5681/6582) from ccp-algorithms via portus",
-        CubicConfig::NAME => "CCP: Cubic (RFC 9438) from ccp-algorithms via portus",
-        _ => "",
-    }
+    NATIVE
+        .iter()
+        .chain(CCP)
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, d)| d)
 }
 
 /// Registers every CCP algorithm on a portus `RunBuilder` (one list for every kind of agent).
@@ -58,6 +97,13 @@ macro_rules! with_every_algorithm {
             .default_alg(Aimd::default())
             .additional_alg(Ccp::new(RenoConfig::default()))
             .additional_alg(Ccp::new(CubicConfig::default()))
+            .additional_alg(Ccp::new(BbrConfig::default()))
+            .additional_alg(Ccp::new(CopaConfig::default()))
+            .additional_alg(Ccp::new(VegasConfig::default()))
+            .additional_alg(Ccp::new(WestwoodConfig::default()))
+            .additional_alg(Ccp::new(IllinoisConfig::default()))
+            .additional_alg(Ccp::new(C2tcpConfig::default()))
+            .additional_alg(Ccp::new(VivaceConfig::default()))
     };
 }
 
@@ -74,4 +120,47 @@ pub fn run_unix_agent(name: &str) -> portus::Result<()> {
         sock
     }))
     .run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccp_datapath::sim::{FlowSpec, LinkRate, LinkSpec, SimConfig, Simulation};
+
+    fn run_alone(name: &str) -> ccp_datapath::sim::FlowResult {
+        let cfg = SimConfig {
+            seed: 1,
+            duration_ns: 2_000_000_000,
+            link: LinkSpec {
+                rate: LinkRate::Constant { bps: 10_000_000 },
+                buffer_bytes: 100_000,
+                loss: 0.0,
+            },
+            flows: vec![FlowSpec::bulk(resolve(name).unwrap(), 20_000_000)],
+            changes: Vec::new(),
+            agent_latency_ns: 0,
+            ack_aggregation_ns: 0,
+            sample_interval_ns: 0,
+            datapath: ccp_datapath::runtime::DatapathConfig::default(),
+        };
+        let mut r = Simulation::new(cfg, Some(agent())).unwrap().run().unwrap();
+        r.flows.remove(0)
+    }
+
+    #[test]
+    fn every_ccp_scheme_is_registered_with_the_agent() {
+        // portus runs its default algorithm (AIMD) for a name it does not know, and runs are
+        // deterministic: a scheme whose run is identical to AIMD's is not registered.
+        let aimd = run_alone(AIMD_NAME);
+        for (name, _) in CCP.iter().filter(|(n, _)| *n != AIMD_NAME) {
+            let r = run_alone(name);
+            assert!(r.delivered_bytes > 100_000, "{name} moved no data");
+            assert_eq!(r.vm_faults, 0, "{name}");
+            assert!(
+                r.rtt_samples_us != aimd.rtt_samples_us,
+                "{name} ran exactly like the default algorithm: not registered?"
+            );
+        }
+        assert_eq!(available().len(), NATIVE.len() + CCP.len());
+    }
 }
