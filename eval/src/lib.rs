@@ -11,6 +11,7 @@
 
 pub mod builtin;
 pub mod demo;
+pub mod iw_web;
 pub mod report;
 pub mod results;
 pub mod runner;

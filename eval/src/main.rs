@@ -90,6 +90,12 @@ fn main() -> ExitCode {
             scenario,
             out,
             jobs,
+            ..
+        } if scenario == "iw-web" => iw_web(&out, jobs),
+        Command::Run {
+            scenario,
+            out,
+            jobs,
             shard,
             seed,
             schemes,
@@ -137,6 +143,10 @@ fn list() -> ExitCode {
     for (name, text) in builtin::SCENARIOS {
         println!("  {name:<18} {}", builtin::description(text));
     }
+    println!(
+        "  {:<18} TCP-RL initial windows on short web flows (issue 6; its own runner)",
+        "iw-web"
+    );
     println!("\nschemes:");
     for s in schemes::available() {
         println!("  {s:<18} {}", schemes::describe(s));
@@ -256,6 +266,27 @@ fn write_outputs(
     )
     .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// `run iw-web`: the initial-window evaluation (`ccp_eval::iw_web`).
+fn iw_web(out: &Path, jobs: usize) -> ExitCode {
+    let mut cfg = ccp_eval::iw_web::IwWebConfig::full();
+    cfg.threads = jobs;
+    let started = Instant::now();
+    let res = match ccp_eval::iw_web::run(&cfg) {
+        Ok(r) => r,
+        Err(e) => return fail(1, &e.to_string()),
+    };
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "iw-web: {} flows x 5 policies in {secs:.1} s wall time",
+        res.arrivals.len()
+    );
+    if let Err(e) = ccp_eval::iw_web::report::write(&res, out, secs) {
+        return fail(1, &format!("{}: {e}", out.display()));
+    }
+    println!("report: {}", out.join("report.md").display());
+    ExitCode::SUCCESS
 }
 
 fn demo() -> ExitCode {
