@@ -11,6 +11,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/wan-dcn-cellular.toml"),
     ),
     ("dynamic", include_str!("../scenarios/dynamic.toml")),
+    ("calibrate", include_str!("../scenarios/calibrate.toml")),
 ];
 
 /// A built-in scenario by name.
