@@ -263,20 +263,18 @@ fn records_control_and_fallback() {
         info.tcpi_snd_cwnd,
         k.stats().unwrap()
     );
-    assert!(!fallback.is_empty(), "the fallback never took over");
-    assert!(info.tcpi_bytes_acked > before, "the flow stalled");
     // The flow keeps moving on the in-BPF rule. Whether its window also grows depends on the
     // flow being window-limited (Reno grows only then, as Linux does), which a loopback receiver
     // on a loaded machine does not guarantee; the window range is printed above, not asserted.
+    let moved = info.tcpi_bytes_acked - before;
     assert!(
         fallback.len() >= 100,
-        "only {} ACKs under the fallback rule",
+        "{} ACKs under the fallback rule",
         fallback.len()
     );
     assert!(
-        info.tcpi_bytes_acked - before > 10_000_000,
-        "the flow barely moved on the fallback rule: {} bytes",
-        info.tcpi_bytes_acked - before
+        moved > 10_000_000,
+        "the flow barely moved on the fallback rule: {moved} bytes"
     );
     assert!(t.sent.load(Ordering::Relaxed) > 0);
     t.stop();
