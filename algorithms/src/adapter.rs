@@ -81,8 +81,9 @@ impl<I: Ipc, C: AlgorithmConfig> CongAlg<I> for Ccp<C> {
             sock_id: info.sock_id,
             mss_bytes: info.mss.max(1),
             init_cwnd_bytes: info.init_cwnd,
-            // splitmix64's increment: distinct, well-spread seeds per socket.
-            seed: u64::from(info.sock_id).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            // The whole flow identity (a simulator varies the source port with its seed), mixed
+            // with splitmix64's constants: distinct, well-spread seeds per flow.
+            seed: flow_seed(&info),
         };
         self.counters.flows.fetch_add(1, Ordering::Relaxed);
         let mut flow = CcpFlow {
@@ -166,4 +167,14 @@ impl<I: Ipc> Flow for CcpFlow<I> {
             self.apply(control);
         }
     }
+}
+
+/// A seed for an algorithm from everything the datapath says about the flow.
+fn flow_seed(info: &DatapathInfo) -> u64 {
+    let mut x = u64::from(info.sock_id);
+    for v in [info.src_ip, info.src_port, info.dst_ip, info.dst_port] {
+        x = (x ^ u64::from(v)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^= x >> 31;
+    }
+    x
 }

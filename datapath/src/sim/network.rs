@@ -508,7 +508,9 @@ impl Simulation {
                     init_cwnd_bytes: spec.init_cwnd_bytes,
                     mss_bytes: spec.mss_bytes,
                     src_ip: 0x0a00_0001,
-                    src_port: 10_000 + f as u32,
+                    // The run's seed varies the source port, so algorithms that draw from a
+                    // seed derived from the flow identity differ between seeds.
+                    src_port: 10_000 + (self.cfg.seed % 50_000) as u32 + f as u32,
                     dst_ip: 0x0a00_0002,
                     dst_port: 80,
                     alg: Some(alg.clone()),
