@@ -36,6 +36,7 @@ use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measur
 use crate::programs::{PER_RTT_URGENT, ProgramSpec};
 use crate::recovery::Recovery;
 use crate::rtt::RttEstimator;
+use crate::window;
 
 /// Largest additive increase, segments per RTT (paper §4, Linux `ALPHA_MAX`).
 pub const ALPHA_MAX: f64 = 10.0;
@@ -53,8 +54,7 @@ pub const BETA_BASE: f64 = 0.5;
 pub const WIN_THRESH_SEGMENTS: f64 = 15.0;
 /// Low-delay RTTs needed before `alpha` returns to `alpha_max` (Linux `theta`).
 pub const THETA: u32 = 5;
-/// The suite's smallest window, segments.
-pub const MIN_CWND_SEGMENTS: f64 = 2.0;
+pub use crate::window::MIN_CWND_SEGMENTS;
 
 /// Programs Illinois installs.
 static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
@@ -249,19 +249,12 @@ impl Illinois {
         i
     }
 
-    fn max_cwnd(&self) -> f64 {
-        (f64::from(u32::MAX) / f64::from(self.mss_bytes)).max(MIN_CWND_SEGMENTS)
-    }
-
     fn clamp(&self, w: f64) -> f64 {
-        if w.is_nan() {
-            return MIN_CWND_SEGMENTS;
-        }
-        w.clamp(MIN_CWND_SEGMENTS, self.max_cwnd())
+        window::clamp(w, self.mss_bytes)
     }
 
     fn segments(&self, bytes: u64) -> f64 {
-        bytes as f64 / f64::from(self.mss_bytes)
+        window::segments(bytes, self.mss_bytes)
     }
 
     fn adopt(&mut self, h: &Handoff) {
@@ -402,9 +395,7 @@ impl Illinois {
     }
 
     fn cwnd_u32(&self) -> u32 {
-        let bytes = (self.cwnd * f64::from(self.mss_bytes)).round();
-        // Saturating float-to-int cast; `clamp` keeps the window within range already.
-        (bytes as u32).max(self.mss_bytes.saturating_mul(2))
+        window::bytes(self.cwnd, self.mss_bytes)
     }
 }
 

@@ -26,6 +26,7 @@ pub mod rtt;
 pub mod vegas;
 pub mod vivace;
 pub mod westwood;
+pub mod window;
 
 pub use adapter::Ccp;
 pub use api::{

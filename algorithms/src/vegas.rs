@@ -36,6 +36,7 @@ use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measur
 use crate::programs::{PER_RTT_URGENT, ProgramSpec};
 use crate::recovery::Recovery;
 use crate::rtt::RttEstimator;
+use crate::window;
 
 /// Linux `tcp_vegas` `alpha`: fewest packets kept queued, packets.
 pub const ALPHA_PKTS: f64 = 2.0;
@@ -43,8 +44,7 @@ pub const ALPHA_PKTS: f64 = 2.0;
 pub const BETA_PKTS: f64 = 4.0;
 /// Linux `tcp_vegas` `gamma`: slow-start exit threshold, packets (§3.3 of the paper).
 pub const GAMMA_PKTS: f64 = 1.0;
-/// The suite's smallest window, segments.
-pub const MIN_CWND_SEGMENTS: f64 = 2.0;
+pub use crate::window::MIN_CWND_SEGMENTS;
 
 /// Programs Vegas installs.
 static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
@@ -197,19 +197,12 @@ impl Vegas {
         v
     }
 
-    fn max_cwnd(&self) -> f64 {
-        (f64::from(u32::MAX) / f64::from(self.mss_bytes)).max(MIN_CWND_SEGMENTS)
-    }
-
     fn clamp(&self, w: f64) -> f64 {
-        if w.is_nan() {
-            return MIN_CWND_SEGMENTS;
-        }
-        w.clamp(MIN_CWND_SEGMENTS, self.max_cwnd())
+        window::clamp(w, self.mss_bytes)
     }
 
     fn segments(&self, bytes: u64) -> f64 {
-        bytes as f64 / f64::from(self.mss_bytes)
+        window::segments(bytes, self.mss_bytes)
     }
 
     fn adopt(&mut self, h: &Handoff) {
@@ -350,9 +343,7 @@ impl Vegas {
     }
 
     fn cwnd_u32(&self) -> u32 {
-        let bytes = (self.cwnd * f64::from(self.mss_bytes)).round();
-        // Saturating float-to-int cast; `clamp` keeps the window within range already.
-        (bytes as u32).max(self.mss_bytes.saturating_mul(2))
+        window::bytes(self.cwnd, self.mss_bytes)
     }
 }
 

@@ -32,11 +32,11 @@ use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measur
 use crate::programs::{PER_RTT_URGENT, ProgramSpec};
 use crate::recovery::Recovery;
 use crate::rtt::RttEstimator;
+use crate::window;
 
 /// Linux `TCP_WESTWOOD_RTT_MIN`: shortest bandwidth sampling interval, µs.
 pub const MIN_SAMPLE_INTERVAL_US: u64 = 50_000;
-/// The suite's smallest window, segments.
-pub const MIN_CWND_SEGMENTS: f64 = 2.0;
+pub use crate::window::MIN_CWND_SEGMENTS;
 
 /// Programs Westwood+ installs.
 static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
@@ -174,19 +174,12 @@ impl Westwood {
         w
     }
 
-    fn max_cwnd(&self) -> f64 {
-        (f64::from(u32::MAX) / f64::from(self.mss_bytes)).max(MIN_CWND_SEGMENTS)
-    }
-
     fn clamp(&self, w: f64) -> f64 {
-        if w.is_nan() {
-            return MIN_CWND_SEGMENTS;
-        }
-        w.clamp(MIN_CWND_SEGMENTS, self.max_cwnd())
+        window::clamp(w, self.mss_bytes)
     }
 
     fn segments(&self, bytes: u64) -> f64 {
-        bytes as f64 / f64::from(self.mss_bytes)
+        window::segments(bytes, self.mss_bytes)
     }
 
     fn adopt(&mut self, h: &Handoff) {
@@ -278,9 +271,7 @@ impl Westwood {
     }
 
     fn cwnd_u32(&self) -> u32 {
-        let bytes = (self.cwnd * f64::from(self.mss_bytes)).round();
-        // Saturating float-to-int cast; `clamp` keeps the window within range already.
-        (bytes as u32).max(self.mss_bytes.saturating_mul(2))
+        window::bytes(self.cwnd, self.mss_bytes)
     }
 }
 

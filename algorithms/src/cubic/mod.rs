@@ -31,6 +31,7 @@ use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measur
 use crate::programs::{PER_RTT_URGENT, ProgramSpec};
 use crate::recovery::Recovery;
 use crate::rtt::RttEstimator;
+use crate::window;
 
 #[cfg(test)]
 mod tests;
@@ -41,8 +42,7 @@ pub const C: f64 = 0.4;
 pub const BETA_CUBIC: f64 = 0.7;
 /// RFC 9438 §4.3: additive increase of the Reno-friendly estimate, `3 (1 - beta) / (1 + beta)`.
 pub const ALPHA_CUBIC: f64 = 3.0 * (1.0 - BETA_CUBIC) / (1.0 + BETA_CUBIC);
-/// The suite's smallest window, segments.
-pub const MIN_CWND_SEGMENTS: f64 = 2.0;
+pub use crate::window::MIN_CWND_SEGMENTS;
 
 /// Programs Cubic installs.
 static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
@@ -189,19 +189,12 @@ impl Cubic {
     }
 
     /// Largest window, segments.
-    fn max_cwnd(&self) -> f64 {
-        (f64::from(u32::MAX) / f64::from(self.mss_bytes)).max(MIN_CWND_SEGMENTS)
-    }
-
     fn clamp(&self, w: f64) -> f64 {
-        if w.is_nan() {
-            return MIN_CWND_SEGMENTS;
-        }
-        w.clamp(MIN_CWND_SEGMENTS, self.max_cwnd())
+        window::clamp(w, self.mss_bytes)
     }
 
     fn segments(&self, bytes: u64) -> f64 {
-        bytes as f64 / f64::from(self.mss_bytes)
+        window::segments(bytes, self.mss_bytes)
     }
 
     fn adopt(&mut self, h: &Handoff) {
@@ -330,9 +323,7 @@ impl Cubic {
     }
 
     fn cwnd_u32(&self) -> u32 {
-        let bytes = (self.cwnd * f64::from(self.mss_bytes)).round();
-        // Saturating float-to-int cast; `clamp` keeps the window within range already.
-        (bytes as u32).max(self.mss_bytes.saturating_mul(2))
+        window::bytes(self.cwnd, self.mss_bytes)
     }
 }
 

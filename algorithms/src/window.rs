@@ -1,0 +1,46 @@
+//! Window arithmetic shared by the window-based algorithms (Cubic, Vegas, Westwood+, Illinois):
+//! windows are kept as fractional segments, floored at 2 segments and capped at 2^32 - 1 bytes,
+//! and a NaN never escapes.
+
+/// Smallest window, segments (the suite's floor; RFC 5681's loss window is 1).
+pub const MIN_CWND_SEGMENTS: f64 = 2.0;
+
+/// Largest window in segments for segment size `mss_bytes` (2^32 - 1 bytes).
+pub(crate) fn max_cwnd(mss_bytes: u32) -> f64 {
+    (f64::from(u32::MAX) / f64::from(mss_bytes)).max(MIN_CWND_SEGMENTS)
+}
+
+/// `w` segments within [2, max]; NaN becomes the floor.
+pub(crate) fn clamp(w: f64, mss_bytes: u32) -> f64 {
+    if w.is_nan() {
+        return MIN_CWND_SEGMENTS;
+    }
+    w.clamp(MIN_CWND_SEGMENTS, max_cwnd(mss_bytes))
+}
+
+/// Bytes as fractional segments.
+pub(crate) fn segments(bytes: u64, mss_bytes: u32) -> f64 {
+    bytes as f64 / f64::from(mss_bytes)
+}
+
+/// A window in segments as bytes for the datapath, never below 2 segments.
+pub(crate) fn bytes(cwnd: f64, mss_bytes: u32) -> u32 {
+    let b = (cwnd * f64::from(mss_bytes)).round();
+    // Saturating float-to-int cast; `clamp` keeps the window within range already.
+    (b as u32).max(mss_bytes.saturating_mul(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floors_caps_and_nan() {
+        assert!((clamp(f64::NAN, 1448) - 2.0).abs() < f64::EPSILON);
+        assert!((clamp(0.5, 1448) - 2.0).abs() < f64::EPSILON);
+        assert!((clamp(1e12, 1448) - f64::from(u32::MAX) / 1448.0).abs() < 1e-6);
+        assert_eq!(bytes(10.0, 1448), 14_480);
+        assert_eq!(bytes(0.0, 1448), 2896);
+        assert!((segments(2896, 1448) - 2.0).abs() < f64::EPSILON);
+    }
+}
