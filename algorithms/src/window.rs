@@ -30,6 +30,24 @@ pub(crate) fn bytes(cwnd: f64, mss_bytes: u32) -> u32 {
     (b as u32).max(mss_bytes.saturating_mul(2))
 }
 
+/// A handoff's slow-start threshold (`u32::MAX` bytes: none) as segments (infinite: none).
+pub(crate) fn ssthresh_from_bytes(ssthresh_bytes: u32, mss_bytes: u32) -> f64 {
+    if ssthresh_bytes == u32::MAX {
+        f64::INFINITY
+    } else {
+        clamp(segments(u64::from(ssthresh_bytes), mss_bytes), mss_bytes)
+    }
+}
+
+/// A slow-start threshold in segments for a handoff (infinite: `u32::MAX`).
+pub(crate) fn ssthresh_to_bytes(ssthresh: f64, mss_bytes: u32) -> u32 {
+    if ssthresh.is_finite() {
+        (ssthresh * f64::from(mss_bytes)) as u32
+    } else {
+        u32::MAX
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +60,11 @@ mod tests {
         assert_eq!(bytes(10.0, 1448), 14_480);
         assert_eq!(bytes(0.0, 1448), 2896);
         assert!((segments(2896, 1448) - 2.0).abs() < f64::EPSILON);
+        assert!(ssthresh_from_bytes(u32::MAX, 1448).is_infinite());
+        assert_eq!(ssthresh_to_bytes(f64::INFINITY, 1448), u32::MAX);
+        assert_eq!(
+            ssthresh_to_bytes(ssthresh_from_bytes(14_480, 1448), 1448),
+            14_480
+        );
     }
 }

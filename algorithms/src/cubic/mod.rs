@@ -200,11 +200,7 @@ impl Cubic {
     fn adopt(&mut self, h: &Handoff) {
         self.now_us = h.now_us;
         self.cwnd = self.clamp(self.segments(u64::from(h.cwnd_bytes)));
-        self.ssthresh = if h.ssthresh_bytes == u32::MAX {
-            f64::INFINITY
-        } else {
-            self.clamp(self.segments(u64::from(h.ssthresh_bytes)))
-        };
+        self.ssthresh = window::ssthresh_from_bytes(h.ssthresh_bytes, self.mss_bytes);
         self.in_first_slow_start = h.in_first_slow_start;
         if !h.in_first_slow_start {
             // Continue in avoidance from the handed-over window: no new slow start.
@@ -373,11 +369,7 @@ impl Algorithm for Cubic {
     }
 
     fn handoff(&self) -> Handoff {
-        let ssthresh_bytes = if self.ssthresh.is_finite() {
-            (self.ssthresh * f64::from(self.mss_bytes)) as u32
-        } else {
-            u32::MAX
-        };
+        let ssthresh_bytes = window::ssthresh_to_bytes(self.ssthresh, self.mss_bytes);
         Handoff {
             now_us: self.now_us,
             cwnd_bytes: self.cwnd_u32(),
