@@ -4,13 +4,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::marker::PhantomData;
-use std::sync::Mutex;
+mod common;
 
-use ccp_algorithms::{
-    Algorithm, AlgorithmConfig, BbrConfig, Ccp, Control, CopaConfig, CubicConfig, FlowStart,
-    Handoff, Measurement, ProgramSpec,
-};
+use std::marker::PhantomData;
+
+use ccp_algorithms::{AlgorithmConfig, BbrConfig, Ccp, CopaConfig, CubicConfig};
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
     FlowSpec, LinkRate, LinkSpec, LockstepAgent, SimConfig, SimResult, Simulation,
@@ -132,92 +130,20 @@ fn two_copa_flows_share_fairly() {
     assert!(jain >= 0.9, "Jain {jain:.3}");
 }
 
-/// When the last handoff happened and the smoothed RTT then, µs.
-static SWAPPED: SwapRecord = SwapRecord(Mutex::new((0, 0)));
-
-struct SwapRecord(Mutex<(u64, u64)>);
-
-impl SwapRecord {
-    fn store(&self, v: (u64, u64)) {
-        *self.0.lock().unwrap() = v;
-    }
-    fn take(&self) -> (u64, u64) {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-}
-
-/// Runs `A`, then from `at_us` on hands the flow over to `B` (what the selector will do).
-struct SwapConfig<A, B> {
-    at_us: u64,
-    algs: PhantomData<fn() -> (A, B)>,
-}
-
-struct Swap {
-    current: Box<dyn Algorithm>,
-    next: Option<Box<dyn Algorithm>>,
-    at_us: u64,
-}
-
-impl<A: AlgorithmConfig + Default, B: AlgorithmConfig + Default> AlgorithmConfig
-    for SwapConfig<A, B>
-{
-    const NAME: &'static str = B::NAME;
-
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &ccp_algorithms::programs::ALL
-    }
-
-    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
-        Box::new(Swap {
-            current: A::default().build(start),
-            next: Some(B::default().build(start)),
-            at_us: self.at_us,
-        })
-    }
-}
-
-impl Algorithm for Swap {
-    fn name(&self) -> &'static str {
-        "swap"
-    }
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        self.current.programs()
-    }
-    fn activate(&mut self, handoff: &Handoff) -> Control {
-        self.current.activate(handoff)
-    }
-    fn on_report(&mut self, report: &Measurement) -> Control {
-        let control = self.current.on_report(report);
-        if report.now_us >= self.at_us
-            && let Some(mut next) = self.next.take()
-        {
-            let handoff = self.current.handoff();
-            let control = next.activate(&handoff);
-            assert!(control.pacing.is_some(), "no pacing rate after a handoff");
-            SWAPPED.store((report.now_us, handoff.srtt_us));
-            self.current = next;
-            return control;
-        }
-        control
-    }
-    fn handoff(&self) -> Handoff {
-        self.current.handoff()
-    }
-}
-
 /// Cubic hands over to `B` at 10 s: the window stays within a factor of two for the first
 /// RTT, there is no new Startup / slow start, and the link stays busy.
 fn check_handoff<B: AlgorithmConfig + Default>(label: &str) {
     let at_ns = 10_000 * MS;
     let r = run(
-        SwapConfig::<CubicConfig, B> {
+        common::SwapConfig::<CubicConfig, B> {
             at_us: at_ns / 1_000,
             algs: PhantomData,
         },
         1,
         20,
     );
-    let (swap_us, srtt_us) = SWAPPED.take();
+    let (swap_us, srtt_us, paced) = common::take_last_swap();
+    assert!(paced, "{label}: no pacing rate after the handoff");
     assert!(swap_us >= at_ns / 1_000, "{label}: no handoff");
     let (swap_ns, rtt_ns) = (swap_us * 1_000, srtt_us.max(1) * 1_000);
     let f = &r.flows[0];

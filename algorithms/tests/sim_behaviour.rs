@@ -4,8 +4,10 @@
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use ccp_algorithms::programs::{self, PER_RTT};
 use ccp_algorithms::{
@@ -154,68 +156,6 @@ fn curve_error(series: &[Sample]) -> (usize, f64) {
     )
 }
 
-/// Handoffs performed by [`Swap`] (only the handoff test uses it).
-static SWAPS: AtomicU64 = AtomicU64::new(0);
-
-/// Runs `A`, then at `at_us` hands the flow over to `B` (what the selector will do).
-struct SwapConfig<A, B> {
-    at_us: u64,
-    algs: PhantomData<fn() -> (A, B)>,
-}
-
-struct Swap {
-    current: Box<dyn Algorithm>,
-    next: Option<Box<dyn Algorithm>>,
-    at_us: u64,
-}
-
-impl<A: AlgorithmConfig + Default, B: AlgorithmConfig + Default> AlgorithmConfig
-    for SwapConfig<A, B>
-{
-    const NAME: &'static str = "swap";
-
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        // Both algorithms of the suite install the same shared program.
-        A::default().programs()
-    }
-
-    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
-        Box::new(Swap {
-            current: A::default().build(start),
-            next: Some(B::default().build(start)),
-            at_us: self.at_us,
-        })
-    }
-}
-
-impl Algorithm for Swap {
-    fn name(&self) -> &'static str {
-        "swap"
-    }
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        self.current.programs()
-    }
-    fn activate(&mut self, handoff: &Handoff) -> Control {
-        self.current.activate(handoff)
-    }
-    fn on_report(&mut self, report: &Measurement) -> Control {
-        let control = self.current.on_report(report);
-        if report.now_us >= self.at_us
-            && let Some(mut next) = self.next.take()
-        {
-            let handoff = self.current.handoff();
-            let control = next.activate(&handoff);
-            self.current = next;
-            SWAPS.fetch_add(1, Ordering::Relaxed);
-            return control;
-        }
-        control
-    }
-    fn handoff(&self) -> Handoff {
-        self.current.handoff()
-    }
-}
-
 /// Hands over at 10 s and checks the window neither collapses nor slow-starts.
 fn check_handoff<A, B>(label: &str)
 where
@@ -223,16 +163,16 @@ where
     B: AlgorithmConfig + Default,
 {
     let at_ns = 10_000 * MS;
-    let swaps = SWAPS.load(Ordering::Relaxed);
+    let swaps = common::SWAPS.load(Ordering::Relaxed);
     let r = run(
-        SwapConfig::<A, B> {
+        common::SwapConfig::<A, B> {
             at_us: at_ns / 1_000,
             algs: PhantomData,
         },
         20,
     );
     assert_eq!(
-        SWAPS.load(Ordering::Relaxed),
+        common::SWAPS.load(Ordering::Relaxed),
         swaps + 1,
         "{label}: no handoff"
     );

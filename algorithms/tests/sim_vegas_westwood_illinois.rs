@@ -5,11 +5,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::marker::PhantomData;
 
 use ccp_algorithms::{
-    Algorithm, AlgorithmConfig, Ccp, Control, FlowStart, Handoff, IllinoisConfig, Measurement,
-    Pacing, ProgramSpec, RenoConfig, VegasConfig, WestwoodConfig,
+    AlgorithmConfig, Ccp, FlowStart, Handoff, IllinoisConfig, Measurement, Pacing, RenoConfig,
+    VegasConfig, WestwoodConfig,
 };
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
@@ -229,64 +231,6 @@ fn two_vegas_flows_share_within_the_dead_zone() {
     assert!(j >= 0.85, "Jain {j:.3}");
 }
 
-/// Runs `A`, then at `at_us` hands the flow over to `B` (what the selector will do).
-struct SwapConfig<A, B> {
-    at_us: u64,
-    algs: PhantomData<fn() -> (A, B)>,
-}
-
-struct Swap {
-    current: Box<dyn Algorithm>,
-    next: Option<Box<dyn Algorithm>>,
-    at_us: u64,
-}
-
-impl<A: AlgorithmConfig + Default, B: AlgorithmConfig + Default> AlgorithmConfig
-    for SwapConfig<A, B>
-{
-    const NAME: &'static str = "swap";
-
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        // Every algorithm here installs the same shared program.
-        A::default().programs()
-    }
-
-    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
-        Box::new(Swap {
-            current: A::default().build(start),
-            next: Some(B::default().build(start)),
-            at_us: self.at_us,
-        })
-    }
-}
-
-impl Algorithm for Swap {
-    fn name(&self) -> &'static str {
-        "swap"
-    }
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        self.current.programs()
-    }
-    fn activate(&mut self, handoff: &Handoff) -> Control {
-        self.current.activate(handoff)
-    }
-    fn on_report(&mut self, report: &Measurement) -> Control {
-        let control = self.current.on_report(report);
-        if report.now_us >= self.at_us
-            && let Some(mut next) = self.next.take()
-        {
-            let handoff = self.current.handoff();
-            let control = next.activate(&handoff);
-            self.current = next;
-            return control;
-        }
-        control
-    }
-    fn handoff(&self) -> Handoff {
-        self.current.handoff()
-    }
-}
-
 /// Hands over at 10 s on a 1-BDP path: the window stays within [cwnd/2, 2 cwnd] for the
 /// first RTT and does not slow-start (doubling every ~80 ms RTT) in the next second.
 fn check_handoff<A, B>(label: &str)
@@ -296,7 +240,7 @@ where
 {
     let at_ns = 10_000 * MS;
     let r = run(
-        SwapConfig::<A, B> {
+        common::SwapConfig::<A, B> {
             at_us: at_ns / 1_000,
             algs: PhantomData,
         },

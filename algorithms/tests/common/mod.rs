@@ -1,0 +1,85 @@
+//! Support shared by the simulator tests: an algorithm that hands a flow from one algorithm to
+//! another mid-run, as the selector will, and records what happened.
+
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::marker::PhantomData;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ccp_algorithms::{
+    Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, ProgramSpec,
+};
+
+/// Handoffs performed by [`SwapConfig`] flows so far.
+pub(crate) static SWAPS: AtomicU64 = AtomicU64::new(0);
+
+/// The last handoff: (time, smoothed RTT handed over, µs; the incoming algorithm set a rate).
+static LAST_SWAP: Mutex<(u64, u64, bool)> = Mutex::new((0, 0, false));
+
+/// Takes (and clears) the record of the last handoff.
+pub(crate) fn take_last_swap() -> (u64, u64, bool) {
+    std::mem::take(&mut *LAST_SWAP.lock().unwrap())
+}
+
+/// Runs `A`, then at the first report from `at_us` on hands the flow over to `B`.
+pub(crate) struct SwapConfig<A, B> {
+    /// When to hand over, µs.
+    pub(crate) at_us: u64,
+    /// The two algorithms.
+    pub(crate) algs: PhantomData<fn() -> (A, B)>,
+}
+
+struct Swap {
+    current: Box<dyn Algorithm>,
+    next: Option<Box<dyn Algorithm>>,
+    at_us: u64,
+}
+
+impl<A: AlgorithmConfig + Default, B: AlgorithmConfig + Default> AlgorithmConfig
+    for SwapConfig<A, B>
+{
+    const NAME: &'static str = "swap";
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        // Whatever either algorithm installs: the whole shared library.
+        &ccp_algorithms::programs::ALL
+    }
+
+    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(Swap {
+            current: A::default().build(start),
+            next: Some(B::default().build(start)),
+            at_us: self.at_us,
+        })
+    }
+}
+
+impl Algorithm for Swap {
+    fn name(&self) -> &'static str {
+        "swap"
+    }
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        self.current.programs()
+    }
+    fn activate(&mut self, handoff: &Handoff) -> Control {
+        self.current.activate(handoff)
+    }
+    fn on_report(&mut self, report: &Measurement) -> Control {
+        let control = self.current.on_report(report);
+        if report.now_us >= self.at_us
+            && let Some(mut next) = self.next.take()
+        {
+            let handoff = self.current.handoff();
+            let control = next.activate(&handoff);
+            *LAST_SWAP.lock().unwrap() = (report.now_us, handoff.srtt_us, control.pacing.is_some());
+            SWAPS.fetch_add(1, Ordering::Relaxed);
+            self.current = next;
+            return control;
+        }
+        control
+    }
+    fn handoff(&self) -> Handoff {
+        self.current.handoff()
+    }
+}
