@@ -1,0 +1,232 @@
+//! Selection policies: given one report's typed features, stay on the current candidate or ask
+//! for another. A policy is per-flow state; the selector builds one per flow from a factory.
+
+use ccp_algorithms::Measurement;
+
+/// What a policy sees on every report.
+#[derive(Debug, Clone, Copy)]
+pub struct Features<'a> {
+    /// The report, decoded.
+    pub measurement: &'a Measurement,
+    /// Index of the active candidate.
+    pub current: usize,
+    /// Names of the candidates, by index.
+    pub candidates: &'a [&'static str],
+    /// Datapath time of the report, µs.
+    pub now_us: u64,
+    /// The active candidate's smoothed RTT, µs (0: none yet).
+    pub srtt_us: u64,
+    /// Reports seen by this flow so far, this one included.
+    pub reports: u64,
+}
+
+/// A policy's answer for one report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Keep the active candidate.
+    Stay,
+    /// Switch to this candidate (subject to the selector's hysteresis).
+    SwitchTo(usize),
+}
+
+/// Maps per-report features to a decision.
+pub trait SelectionPolicy: Send {
+    /// Name used in configs and traces.
+    fn name(&self) -> &'static str;
+    /// The candidate a new flow starts on.
+    fn initial(&self) -> usize {
+        0
+    }
+    /// One decision per report.
+    fn decide(&mut self, features: &Features<'_>) -> Decision;
+}
+
+/// `static:<cca>`: starts on one candidate and never switches (the baseline).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StaticPolicy {
+    /// The candidate used for the whole flow.
+    pub candidate: usize,
+}
+
+impl SelectionPolicy for StaticPolicy {
+    fn name(&self) -> &'static str {
+        "static"
+    }
+    fn initial(&self) -> usize {
+        self.candidate
+    }
+    fn decide(&mut self, _features: &Features<'_>) -> Decision {
+        Decision::Stay
+    }
+}
+
+/// For tests: asks for the next candidate (round-robin) every `n` reports.
+#[derive(Debug, Clone, Copy)]
+pub struct EveryN {
+    /// Reports between switch requests (at least 1).
+    pub n: u64,
+}
+
+impl SelectionPolicy for EveryN {
+    fn name(&self) -> &'static str {
+        "every-n"
+    }
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        if f.candidates.len() > 1 && f.reports.is_multiple_of(self.n.max(1)) {
+            Decision::SwitchTo((f.current + 1) % f.candidates.len())
+        } else {
+            Decision::Stay
+        }
+    }
+}
+
+/// Rein's rules: Cubic by default, BBR when the buffer looks shallow, Westwood on loss that
+/// looks random (wireless-like).
+///
+/// Each loss report is classified by the RTT inflation at the time, `rtt / min_rtt` (min RTT
+/// over the flow so far):
+/// - inflation `< RANDOM_LOSS_INFLATION` (1.05): the queue was empty, so the loss was not
+///   caused by congestion — random loss → Westwood;
+/// - inflation `< SHALLOW_BUFFER_INFLATION` (1.5): the buffer overflowed before it could add
+///   half an RTT of delay — a shallow buffer → BBR;
+/// - otherwise a deep buffer filled by the flow → Cubic.
+///
+/// The verdict holds until the next loss; `QUIET_RTTS` (20) smoothed RTTs without loss return
+/// the flow to Cubic.
+#[derive(Debug, Clone)]
+pub struct ReinPolicy {
+    cubic: usize,
+    bbr: usize,
+    westwood: usize,
+    min_rtt_us: u64,
+    last_loss_us: Option<u64>,
+    verdict: usize,
+}
+
+impl ReinPolicy {
+    /// Below this inflation a loss is classed as random.
+    pub const RANDOM_LOSS_INFLATION: f64 = 1.05;
+    /// Below this inflation (and above the random one) the buffer is classed as shallow.
+    pub const SHALLOW_BUFFER_INFLATION: f64 = 1.5;
+    /// Loss-free smoothed RTTs after which the flow returns to Cubic.
+    pub const QUIET_RTTS: u64 = 20;
+
+    /// The policy over these candidates; `None` unless cubic, bbr and westwood are among them.
+    pub fn for_candidates(names: &[&str]) -> Option<Self> {
+        let find = |n: &str| names.iter().position(|c| *c == n);
+        let cubic = find("cubic")?;
+        Some(Self {
+            cubic,
+            bbr: find("bbr")?,
+            westwood: find("westwood")?,
+            min_rtt_us: 0,
+            last_loss_us: None,
+            verdict: cubic,
+        })
+    }
+}
+
+impl SelectionPolicy for ReinPolicy {
+    fn name(&self) -> &'static str {
+        "rein"
+    }
+    fn initial(&self) -> usize {
+        self.cubic
+    }
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        let m = f.measurement;
+        for s in [m.min_rtt_us, m.rtt_us] {
+            if s > 0 && (self.min_rtt_us == 0 || s < self.min_rtt_us) {
+                self.min_rtt_us = s;
+            }
+        }
+        if m.congestion() && self.min_rtt_us > 0 && m.rtt_us > 0 {
+            let inflation = m.rtt_us as f64 / self.min_rtt_us as f64;
+            self.verdict = if inflation < Self::RANDOM_LOSS_INFLATION {
+                self.westwood
+            } else if inflation < Self::SHALLOW_BUFFER_INFLATION {
+                self.bbr
+            } else {
+                self.cubic
+            };
+            self.last_loss_us = Some(f.now_us);
+        } else if let Some(t) = self.last_loss_us
+            && f.srtt_us > 0
+            && f.now_us.saturating_sub(t) > Self::QUIET_RTTS * f.srtt_us
+        {
+            self.verdict = self.cubic;
+        }
+        if self.verdict == f.current {
+            Decision::Stay
+        } else {
+            Decision::SwitchTo(self.verdict)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NAMES: [&str; 3] = ["cubic", "bbr", "westwood"];
+
+    fn feed(p: &mut ReinPolicy, now_us: u64, rtt_us: u64, lost: u64, current: usize) -> Decision {
+        let m = Measurement {
+            now_us,
+            rtt_us,
+            min_rtt_us: rtt_us,
+            lost_pkts: lost,
+            ..Measurement::default()
+        };
+        p.decide(&Features {
+            measurement: &m,
+            current,
+            candidates: &NAMES,
+            now_us,
+            srtt_us: rtt_us,
+            reports: 1,
+        })
+    }
+
+    #[test]
+    fn rein_classifies_loss_by_rtt_inflation() {
+        let mut p = ReinPolicy::for_candidates(&NAMES).unwrap();
+        assert_eq!(p.initial(), 0);
+        assert_eq!(feed(&mut p, 1_000, 50_000, 0, 0), Decision::Stay);
+        assert_eq!(feed(&mut p, 2_000, 51_000, 3, 0), Decision::SwitchTo(2));
+        assert_eq!(feed(&mut p, 3_000, 60_000, 3, 2), Decision::SwitchTo(1));
+        assert_eq!(feed(&mut p, 4_000, 100_000, 3, 1), Decision::SwitchTo(0));
+        // Quiet for more than 20 RTTs after a BBR verdict: back to Cubic.
+        assert_eq!(feed(&mut p, 5_000, 60_000, 3, 0), Decision::SwitchTo(1));
+        assert_eq!(
+            feed(&mut p, 5_000 + 21 * 60_000, 60_000, 0, 1),
+            Decision::SwitchTo(0)
+        );
+    }
+
+    #[test]
+    fn rein_needs_its_three_candidates() {
+        assert!(ReinPolicy::for_candidates(&["cubic", "bbr"]).is_none());
+    }
+
+    #[test]
+    fn every_n_goes_round_robin() {
+        let mut p = EveryN { n: 2 };
+        let m = Measurement::default();
+        let f = |reports, current| Features {
+            measurement: &m,
+            current,
+            candidates: &NAMES,
+            now_us: 0,
+            srtt_us: 0,
+            reports,
+        };
+        assert_eq!(p.decide(&f(1, 0)), Decision::Stay);
+        assert_eq!(p.decide(&f(2, 0)), Decision::SwitchTo(1));
+        assert_eq!(p.decide(&f(4, 2)), Decision::SwitchTo(0));
+        assert_eq!(
+            StaticPolicy { candidate: 1 }.decide(&f(2, 1)),
+            Decision::Stay
+        );
+    }
+}

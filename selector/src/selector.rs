@@ -1,0 +1,379 @@
+//! The selector as a portus `CongAlg` over every IPC (same shape as `ccp_algorithms::adapter`,
+//! with several candidates per flow).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use ccp_algorithms::programs::{DecodeError, ProgramSpec};
+use ccp_algorithms::{
+    Algorithm, Control, DynAlgorithmConfig, FlowStart, Handoff, Measurement, Pacing,
+};
+use portus::ipc::Ipc;
+use portus::lang::Scope;
+use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
+use tracing::debug;
+
+use crate::hysteresis::{Hysteresis, HysteresisConfig};
+use crate::policy::{Decision, Features, SelectionPolicy};
+
+/// What an [`Event`] records.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EventKind {
+    /// A policy decision (before hysteresis); `to == from` means stay.
+    Decision,
+    /// An actual swap.
+    Swap {
+        /// Window handed over, bytes.
+        cwnd_bytes: u32,
+        /// The `Cwnd` sent in the CHANGE_PROG, bytes.
+        installed_cwnd_bytes: u32,
+        /// The `Rate` sent in the CHANGE_PROG.
+        installed_rate: u32,
+        /// Smoothed RTT handed over, µs.
+        srtt_us: u64,
+        /// The incoming candidate's smoothed RTT right after activation, µs.
+        srtt_after_us: u64,
+    },
+}
+
+/// One decision or swap of one flow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Event {
+    /// The flow's socket id.
+    pub sock_id: u32,
+    /// Datapath time, µs.
+    pub time_us: u64,
+    /// Active candidate before.
+    pub from: usize,
+    /// Candidate asked for / switched to.
+    pub to: usize,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// Counters and the event trace shared by every flow of one [`Selector`].
+#[derive(Debug, Default)]
+pub struct SelectorLog {
+    /// Flows created.
+    pub flows: AtomicU64,
+    /// Reports decoded and handed to the active candidate.
+    pub reports: AtomicU64,
+    /// Swaps performed.
+    pub swaps: AtomicU64,
+    /// Reports dropped because they came from an older program.
+    pub stale_reports: AtomicU64,
+    /// Reports dropped because a field could not be read.
+    pub bad_reports: AtomicU64,
+    /// Messages portus refused to send.
+    pub send_errors: AtomicU64,
+    /// Whether [`Event`]s are kept (decisions are one per report).
+    pub record_events: bool,
+    events: Mutex<Vec<Event>>,
+}
+
+impl SelectorLog {
+    /// A log that keeps events if `record_events`.
+    pub fn new(record_events: bool) -> Self {
+        Self {
+            record_events,
+            ..Self::default()
+        }
+    }
+
+    /// A copy of the events so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The swaps so far.
+    pub fn swap_events(&self) -> Vec<Event> {
+        self.events()
+            .into_iter()
+            .filter(|e| matches!(e.kind, EventKind::Swap { .. }))
+            .collect()
+    }
+
+    fn push(&self, e: Event) {
+        if self.record_events {
+            self.events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(e);
+        }
+    }
+}
+
+/// Builds a fresh policy for each flow.
+pub type PolicyFactory = Arc<dyn Fn(&[&'static str]) -> Box<dyn SelectionPolicy> + Send + Sync>;
+
+/// The meta-selector: portus algorithm `selector`.
+pub struct Selector {
+    candidates: Arc<Vec<Box<dyn DynAlgorithmConfig>>>,
+    policy: PolicyFactory,
+    hysteresis: HysteresisConfig,
+    log: Arc<SelectorLog>,
+}
+
+impl std::fmt::Debug for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Selector")
+            .field("candidates", &self.names())
+            .field("hysteresis", &self.hysteresis)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Selector {
+    /// A selector over `candidates` (at least one) deciding with policies from `policy`,
+    /// default hysteresis, events recorded.
+    pub fn new(candidates: Vec<Box<dyn DynAlgorithmConfig>>, policy: PolicyFactory) -> Self {
+        Self {
+            candidates: Arc::new(candidates),
+            policy,
+            hysteresis: HysteresisConfig::default(),
+            log: Arc::new(SelectorLog::new(true)),
+        }
+    }
+
+    /// Replaces the hysteresis parameters.
+    #[must_use]
+    pub fn with_hysteresis(mut self, hysteresis: HysteresisConfig) -> Self {
+        self.hysteresis = hysteresis;
+        self
+    }
+
+    /// Replaces the shared log (e.g. one that records no events).
+    #[must_use]
+    pub fn with_log(mut self, log: Arc<SelectorLog>) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// The counters and events every flow updates.
+    pub fn log(&self) -> Arc<SelectorLog> {
+        self.log.clone()
+    }
+
+    /// Candidate names, by index.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.candidates.iter().map(|c| c.name()).collect()
+    }
+}
+
+/// One flow: the candidates' state machines, the policy and the datapath handle.
+pub struct SelectorFlow<I: Ipc> {
+    datapath: Datapath<I>,
+    sock_id: u32,
+    candidates: Vec<Box<dyn Algorithm>>,
+    names: Vec<&'static str>,
+    current: usize,
+    policy: Box<dyn SelectionPolicy>,
+    hysteresis: Hysteresis,
+    program: Option<(&'static ProgramSpec, Scope)>,
+    reports: u64,
+    log: Arc<SelectorLog>,
+}
+
+impl<I: Ipc> CongAlg<I> for Selector {
+    type Flow = SelectorFlow<I>;
+
+    fn name() -> &'static str {
+        "selector"
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        let mut all: Vec<&'static ProgramSpec> = Vec::new();
+        for c in self.candidates.iter() {
+            for p in c.programs() {
+                if !all.iter().any(|q| q.name == p.name) {
+                    all.push(p);
+                }
+            }
+        }
+        ProgramSpec::registration(&all)
+    }
+
+    fn new_flow(&self, datapath: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        let start = FlowStart {
+            sock_id: info.sock_id,
+            mss_bytes: info.mss.max(1),
+            init_cwnd_bytes: info.init_cwnd,
+            seed: u64::from(info.sock_id) ^ (u64::from(info.src_port) << 32),
+        };
+        self.log.flows.fetch_add(1, Ordering::Relaxed);
+        let names = self.names();
+        let policy = (self.policy)(&names);
+        let current = policy.initial().min(names.len().saturating_sub(1));
+        let mut flow = SelectorFlow {
+            datapath,
+            sock_id: info.sock_id,
+            candidates: self.candidates.iter().map(|c| c.build(&start)).collect(),
+            names,
+            current,
+            policy,
+            hysteresis: Hysteresis::new(self.hysteresis, 0),
+            program: None,
+            reports: 0,
+            log: self.log.clone(),
+        };
+        if let Some(alg) = flow.candidates.get_mut(current) {
+            let control = alg.activate(&Handoff::flow_start(&start));
+            flow.install(current, &control, None);
+        }
+        flow
+    }
+}
+
+impl<I: Ipc> SelectorFlow<I> {
+    /// Installs candidate `idx`'s program (the one its activation names, else its first) with
+    /// `Cwnd` and `Rate` in the same CHANGE_PROG. Returns the values sent.
+    fn install(&mut self, idx: usize, control: &Control, handoff: Option<&Handoff>) -> (u32, u32) {
+        let Some(alg) = self.candidates.get(idx) else {
+            return (0, 0);
+        };
+        let program = control
+            .program
+            .as_ref()
+            .map(|s| s.program)
+            .or_else(|| alg.programs().first().copied());
+        let cwnd = control
+            .cwnd_bytes
+            .or(handoff.map(|h| h.cwnd_bytes))
+            .unwrap_or_else(|| alg.cwnd_bytes());
+        let rate = control.pacing.unwrap_or(Pacing::Unpaced).datapath_rate();
+        let mut fields: Vec<(&str, u32)> = vec![("Cwnd", cwnd), ("Rate", rate)];
+        if let Some(s) = &control.program {
+            fields.extend(s.fields.iter().copied());
+        }
+        if let Some(program) = program {
+            match self.datapath.set_program(program.name, Some(&fields)) {
+                Ok(scope) => self.program = Some((program, scope)),
+                Err(e) => {
+                    self.log.send_errors.fetch_add(1, Ordering::Relaxed);
+                    debug!(error = %e.0, program = program.name, "set_program failed");
+                }
+            }
+        }
+        (cwnd, rate)
+    }
+
+    /// Sends an active candidate's control (as the single-algorithm adapter does).
+    fn apply(&mut self, control: &Control) {
+        if control.program.is_some() {
+            self.install(self.current, control, None);
+            return;
+        }
+        let mut fields: Vec<(&str, u32)> = Vec::with_capacity(2);
+        if let Some(c) = control.cwnd_bytes {
+            fields.push(("Cwnd", c));
+        }
+        if let Some(p) = control.pacing {
+            fields.push(("Rate", p.datapath_rate()));
+        }
+        if let (false, Some((_, scope))) = (fields.is_empty(), self.program.as_ref())
+            && let Err(e) = self.datapath.update_field(scope, &fields)
+        {
+            self.log.send_errors.fetch_add(1, Ordering::Relaxed);
+            debug!(error = %e.0, "update_field failed");
+        }
+    }
+
+    fn decode(&self, report: &Report) -> Option<Measurement> {
+        let (program, scope) = self.program.as_ref()?;
+        match program.decode(report, scope) {
+            Ok(m) => Some(m),
+            Err(DecodeError::Stale { .. }) => {
+                self.log.stale_reports.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(e @ DecodeError::Field { .. }) => {
+                self.log.bad_reports.fetch_add(1, Ordering::Relaxed);
+                debug!(error = %e, "report dropped");
+                None
+            }
+        }
+    }
+
+    /// Hands the flow from the active candidate to `to` with one CHANGE_PROG.
+    fn swap(&mut self, to: usize, now_us: u64) {
+        let from = self.current;
+        let Some(outgoing) = self.candidates.get(from) else {
+            return;
+        };
+        let mut handoff = outgoing.handoff();
+        handoff.now_us = now_us;
+        let Some(incoming) = self.candidates.get_mut(to) else {
+            return;
+        };
+        let control = incoming.activate(&handoff);
+        let srtt_after_us = incoming.handoff().srtt_us;
+        self.current = to;
+        let (installed_cwnd_bytes, installed_rate) = self.install(to, &control, Some(&handoff));
+        self.log.swaps.fetch_add(1, Ordering::Relaxed);
+        self.log.push(Event {
+            sock_id: self.sock_id,
+            time_us: now_us,
+            from,
+            to,
+            kind: EventKind::Swap {
+                cwnd_bytes: handoff.cwnd_bytes,
+                installed_cwnd_bytes,
+                installed_rate,
+                srtt_us: handoff.srtt_us,
+                srtt_after_us,
+            },
+        });
+    }
+}
+
+impl<I: Ipc> Flow for SelectorFlow<I> {
+    fn on_report(&mut self, _sock_id: u32, report: Report) {
+        let Some(m) = self.decode(&report) else {
+            return;
+        };
+        self.log.reports.fetch_add(1, Ordering::Relaxed);
+        self.reports += 1;
+        let Some(active) = self.candidates.get_mut(self.current) else {
+            return;
+        };
+        let control = active.on_report(&m);
+        let state = active.handoff();
+        let srtt_us = state.srtt_us;
+        let decision = self.policy.decide(&Features {
+            measurement: &m,
+            current: self.current,
+            candidates: &self.names,
+            now_us: m.now_us,
+            srtt_us,
+            reports: self.reports,
+        });
+        self.log.push(Event {
+            sock_id: self.sock_id,
+            time_us: m.now_us,
+            from: self.current,
+            to: match decision {
+                Decision::Stay => self.current,
+                Decision::SwitchTo(k) => k,
+            },
+            kind: EventKind::Decision,
+        });
+        match self.hysteresis.filter(
+            decision,
+            self.current,
+            m.now_us,
+            srtt_us,
+            state.last_loss_us,
+        ) {
+            Some(to) if to < self.candidates.len() => self.swap(to, m.now_us),
+            _ => {
+                if !control.is_none() {
+                    self.apply(&control);
+                }
+            }
+        }
+    }
+}

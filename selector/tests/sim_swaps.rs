@@ -1,0 +1,212 @@
+//! The selector in the simulator: continuity across swaps, 1,000 forced swaps, hysteresis and
+//! stale reports, on a 10 Mbit/s, 50 ms path with a 1-BDP drop-tail buffer.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ccp_algorithms::{BbrConfig, CubicConfig, DynAlgorithmConfig, RenoConfig, VegasConfig};
+use ccp_datapath::runtime::DatapathConfig;
+use ccp_datapath::sim::{
+    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
+};
+use ccp_selector::policy::{Decision, Features, SelectionPolicy};
+use ccp_selector::{EventKind, EveryN, HysteresisConfig, Selector, SelectorLog, StaticPolicy};
+
+const MS: u64 = 1_000_000;
+const MSS: u32 = 1448;
+const LINK_BPS: u64 = 10_000_000;
+const BDP_BYTES: u64 = LINK_BPS / 8 / 20;
+
+fn four() -> Vec<Box<dyn DynAlgorithmConfig>> {
+    vec![
+        Box::new(RenoConfig::default()),
+        Box::new(CubicConfig::default()),
+        Box::new(VegasConfig::default()),
+        Box::new(BbrConfig::default()),
+    ]
+}
+
+fn run(sel: Selector, secs: u64, agent_latency_ns: u64) -> (SimResult, Arc<SelectorLog>) {
+    let log = sel.log();
+    let cfg = SimConfig {
+        seed: 7,
+        duration_ns: secs * 1_000 * MS,
+        link: LinkSpec {
+            rate: LinkRate::Constant { bps: LINK_BPS },
+            buffer_bytes: BDP_BYTES,
+            loss: 0.0,
+        },
+        flows: vec![FlowSpec::bulk(
+            Scheme::Ccp {
+                alg: "selector".to_string(),
+            },
+            25 * MS,
+        )],
+        changes: Vec::new(),
+        agent_latency_ns,
+        ack_aggregation_ns: 0,
+        sample_interval_ns: 10 * MS,
+        datapath: DatapathConfig::default(),
+    };
+    let r = Simulation::new(cfg, Some(LockstepAgent::new(sel)))
+        .expect("config")
+        .run()
+        .expect("run");
+    (r, log)
+}
+
+fn utilization(r: &SimResult) -> f64 {
+    r.flows[0].throughput_bps(r.duration_ns) / LINK_BPS as f64
+}
+
+/// Round-robin every `n` reports, no hysteresis except the hold after a loss.
+fn every(n: u64) -> Selector {
+    Selector::new(
+        four(),
+        Arc::new(move |_: &[&str]| Box::new(EveryN { n }) as _),
+    )
+    .with_hysteresis(HysteresisConfig {
+        loss_hold_rtts: 1.0,
+        ..HysteresisConfig::none()
+    })
+}
+
+#[test]
+fn cwnd_and_srtt_are_continuous_across_swaps() {
+    let (r, log) = run(every(10), 20, 0);
+    let f = &r.flows[0];
+    let swaps = log.swap_events();
+    assert!(swaps.len() >= 20, "only {} swaps", swaps.len());
+    let init = 10 * MSS;
+    let mut max_jump = 0.0_f64;
+    for e in &swaps {
+        let EventKind::Swap {
+            cwnd_bytes,
+            installed_cwnd_bytes,
+            srtt_us,
+            srtt_after_us,
+            ..
+        } = e.kind
+        else {
+            unreachable!()
+        };
+        // The incoming candidate continues from the handed-over RTT state.
+        if srtt_us > 0 {
+            let ratio = srtt_after_us as f64 / srtt_us as f64;
+            assert!((0.5..=2.0).contains(&ratio), "{e:?}: srtt {ratio:.2}x");
+        }
+        assert!(installed_cwnd_bytes <= 2 * cwnd_bytes, "{e:?}");
+        // One RTT (~60 ms) after the swap: no burst above 2x, no drop to the initial window.
+        let t0 = e.time_us * 1_000;
+        for s in f
+            .series
+            .iter()
+            .filter(|s| s.t_ns > t0 && s.t_ns <= t0 + 60 * MS)
+        {
+            let jump = f64::from(s.cwnd_bytes) / f64::from(cwnd_bytes.max(1));
+            max_jump = max_jump.max(jump);
+            assert!(
+                s.cwnd_bytes <= 2 * cwnd_bytes,
+                "{e:?}: cwnd {}",
+                s.cwnd_bytes
+            );
+            if cwnd_bytes >= 4 * init {
+                assert!(s.cwnd_bytes > init, "{e:?}: back to the initial window");
+            }
+        }
+    }
+    println!(
+        "continuity: {} swaps, max cwnd after/handed-over within one RTT {max_jump:.2}x",
+        swaps.len()
+    );
+}
+
+#[test]
+fn a_thousand_forced_swaps_lose_no_data() {
+    let secs = 150;
+    let (r, log) = run(every(1), secs, 0);
+    let (s, _) = run(
+        Selector::new(
+            four(),
+            Arc::new(|_: &[&str]| Box::new(StaticPolicy { candidate: 1 }) as _),
+        ),
+        secs,
+        0,
+    );
+    let f = &r.flows[0];
+    let swaps = log.swaps.load(Ordering::Relaxed);
+    let util = utilization(&r);
+    println!(
+        "1,000 swaps: {swaps} swaps, utilization {util:.3} (static cubic {:.3}), timeouts {} (static {}), stale {}",
+        utilization(&s),
+        f.timeouts,
+        s.flows[0].timeouts,
+        log.stale_reports.load(Ordering::Relaxed)
+    );
+    assert!(swaps >= 1_000, "{swaps} swaps");
+    assert!(util >= 0.85, "utilization {util:.3}");
+    assert!(f.timeouts <= s.flows[0].timeouts, "swaps caused timeouts");
+    assert_eq!(f.vm_faults, 0);
+    // Delivered bytes keep growing after the start-up: every second moves data.
+    let per_sec: Vec<u64> = f
+        .series
+        .chunks_exact(100)
+        .map(|c| c.last().unwrap().delivered_bytes - c.first().unwrap().delivered_bytes)
+        .collect();
+    assert!(per_sec.iter().skip(1).all(|&b| b > 0), "{per_sec:?}");
+}
+
+/// Asks for candidate 1 and candidate 2 on alternate reports.
+struct Flipper;
+
+impl SelectionPolicy for Flipper {
+    fn name(&self) -> &'static str {
+        "flipper"
+    }
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        Decision::SwitchTo(1 + (f.reports % 2) as usize)
+    }
+}
+
+#[test]
+fn a_policy_that_flips_every_report_never_swaps_with_m_2() {
+    let sel = Selector::new(four(), Arc::new(|_: &[&str]| Box::new(Flipper) as _)).with_hysteresis(
+        HysteresisConfig {
+            agreeing_decisions: 2,
+            dwell_rtts: 0.0,
+            loss_hold_rtts: 0.0,
+        },
+    );
+    let (r, log) = run(sel, 5, 0);
+    let decisions = log
+        .events()
+        .iter()
+        .filter(|e| e.kind == EventKind::Decision && e.to != e.from)
+        .count();
+    assert!(decisions > 50, "{decisions} decisions");
+    assert_eq!(log.swaps.load(Ordering::Relaxed), 0);
+    assert!(utilization(&r) > 0.5);
+}
+
+#[test]
+fn stale_reports_after_a_swap_are_counted_not_unwrapped() {
+    // Reno (urgent per-RTT program) and BBR (per-RTT program) alternate; with agent latency,
+    // reports of the old program still arrive after each CHANGE_PROG.
+    let cands: Vec<Box<dyn DynAlgorithmConfig>> = vec![
+        Box::new(RenoConfig::default()),
+        Box::new(BbrConfig::default()),
+    ];
+    let sel = Selector::new(cands, Arc::new(|_: &[&str]| Box::new(EveryN { n: 1 }) as _))
+        .with_hysteresis(HysteresisConfig::none());
+    let (r, log) = run(sel, 10, 20 * MS);
+    let stale = log.stale_reports.load(Ordering::Relaxed);
+    println!(
+        "stale: {stale} stale reports over {} swaps",
+        log.swaps.load(Ordering::Relaxed)
+    );
+    assert!(stale > 0);
+    assert_eq!(log.bad_reports.load(Ordering::Relaxed), 0);
+    assert!(r.flows[0].delivered_bytes > 0);
+}
