@@ -59,10 +59,87 @@ impl<C: AlgorithmConfig> Ccp<C> {
 
 /// One flow: the algorithm's state machine and the datapath handle it never sees.
 pub struct CcpFlow<I: Ipc> {
-    datapath: Datapath<I>,
+    link: ProgramLink<I>,
     alg: Box<dyn Algorithm>,
-    program: Option<(&'static ProgramSpec, Scope)>,
     counters: Arc<AdapterCounters>,
+}
+
+/// A flow's side of the datapath: the portus handle and the program the flow runs. Shared by
+/// this adapter and the selector; errors are counted in the caller's counters.
+pub struct ProgramLink<I: Ipc> {
+    datapath: Datapath<I>,
+    program: Option<(&'static ProgramSpec, Scope)>,
+}
+
+impl<I: Ipc> ProgramLink<I> {
+    /// A link running no program yet.
+    pub fn new(datapath: Datapath<I>) -> Self {
+        Self {
+            datapath,
+            program: None,
+        }
+    }
+
+    /// Switches to `program`, with `fields` (e.g. `Cwnd`, `Rate`) inside the CHANGE_PROG.
+    pub fn switch(
+        &mut self,
+        program: &'static ProgramSpec,
+        fields: &[(&str, u32)],
+        send_errors: &AtomicU64,
+    ) {
+        match self.datapath.set_program(program.name, Some(fields)) {
+            Ok(scope) => self.program = Some((program, scope)),
+            Err(e) => {
+                send_errors.fetch_add(1, Ordering::Relaxed);
+                debug!(error = %e.0, program = program.name, "set_program failed");
+            }
+        }
+    }
+
+    /// Sends what `control` asks for: a program change carries `Cwnd` and `Rate` inside the
+    /// CHANGE_PROG (an UPDATE_FIELD sent just before it would be discarded); otherwise they go
+    /// as one UPDATE_FIELD to the running program.
+    pub fn apply(&mut self, control: &Control, send_errors: &AtomicU64) {
+        let mut fields: Vec<(&str, u32)> = Vec::with_capacity(2);
+        if let Some(c) = control.cwnd_bytes {
+            fields.push(("Cwnd", c));
+        }
+        if let Some(p) = control.pacing {
+            fields.push(("Rate", p.datapath_rate()));
+        }
+        if let Some(switch) = &control.program {
+            fields.extend(switch.fields.iter().copied());
+            self.switch(switch.program, &fields, send_errors);
+        } else if let (false, Some((_, scope))) = (fields.is_empty(), self.program.as_ref())
+            && let Err(e) = self.datapath.update_field(scope, &fields)
+        {
+            send_errors.fetch_add(1, Ordering::Relaxed);
+            debug!(error = %e.0, "update_field failed");
+        }
+    }
+
+    /// Decodes a report with the running program's decoder; reports of an older program
+    /// (`stale`) and unreadable ones (`bad`) are counted and dropped.
+    pub fn decode(
+        &self,
+        report: &Report,
+        stale: &AtomicU64,
+        bad: &AtomicU64,
+    ) -> Option<Measurement> {
+        let (program, scope) = self.program.as_ref()?;
+        match program.decode(report, scope) {
+            Ok(m) => Some(m),
+            Err(DecodeError::Stale { .. }) => {
+                stale.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(e @ DecodeError::Field { .. }) => {
+                bad.fetch_add(1, Ordering::Relaxed);
+                debug!(error = %e, "report dropped");
+                None
+            }
+        }
+    }
 }
 
 impl<I: Ipc, C: AlgorithmConfig> CongAlg<I> for Ccp<C> {
@@ -77,19 +154,11 @@ impl<I: Ipc, C: AlgorithmConfig> CongAlg<I> for Ccp<C> {
     }
 
     fn new_flow(&self, datapath: Datapath<I>, info: DatapathInfo) -> Self::Flow {
-        let start = FlowStart {
-            sock_id: info.sock_id,
-            mss_bytes: info.mss.max(1),
-            init_cwnd_bytes: info.init_cwnd,
-            // The whole flow identity (a simulator varies the source port with its seed), mixed
-            // with splitmix64's constants: distinct, well-spread seeds per flow.
-            seed: flow_seed(&info),
-        };
+        let start = flow_start(&info);
         self.counters.flows.fetch_add(1, Ordering::Relaxed);
         let mut flow = CcpFlow {
-            datapath,
+            link: ProgramLink::new(datapath),
             alg: self.config.build(&start),
-            program: None,
             counters: self.counters.clone(),
         };
         flow.take_over(&Handoff::flow_start(&start));
@@ -107,52 +176,16 @@ impl<I: Ipc> CcpFlow<I> {
         {
             control = control.with_program(first);
         }
-        self.apply(control);
+        self.apply(&control);
     }
 
-    /// Sends what `control` asks for.
-    fn apply(&mut self, control: Control) {
-        let mut fields: Vec<(&str, u32)> = Vec::with_capacity(2);
-        if let Some(c) = control.cwnd_bytes {
-            fields.push(("Cwnd", c));
-        }
-        if let Some(p) = control.pacing {
-            fields.push(("Rate", p.datapath_rate()));
-        }
-        if let Some(switch) = control.program {
-            fields.extend(switch.fields.iter().copied());
-            match self
-                .datapath
-                .set_program(switch.program.name, Some(&fields))
-            {
-                Ok(scope) => self.program = Some((switch.program, scope)),
-                Err(e) => {
-                    self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
-                    debug!(error = %e.0, program = switch.program.name, "set_program failed");
-                }
-            }
-        } else if let (false, Some((_, scope))) = (fields.is_empty(), self.program.as_ref())
-            && let Err(e) = self.datapath.update_field(scope, &fields)
-        {
-            self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
-            debug!(error = %e.0, "update_field failed");
-        }
+    fn apply(&mut self, control: &Control) {
+        self.link.apply(control, &self.counters.send_errors);
     }
 
     fn decode(&self, report: &Report) -> Option<Measurement> {
-        let (program, scope) = self.program.as_ref()?;
-        match program.decode(report, scope) {
-            Ok(m) => Some(m),
-            Err(DecodeError::Stale { .. }) => {
-                self.counters.stale_reports.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-            Err(e @ DecodeError::Field { .. }) => {
-                self.counters.bad_reports.fetch_add(1, Ordering::Relaxed);
-                debug!(error = %e, "report dropped");
-                None
-            }
-        }
+        let c = &self.counters;
+        self.link.decode(report, &c.stale_reports, &c.bad_reports)
     }
 }
 
@@ -164,8 +197,19 @@ impl<I: Ipc> Flow for CcpFlow<I> {
         self.counters.reports.fetch_add(1, Ordering::Relaxed);
         let control = self.alg.on_report(&m);
         if !control.is_none() {
-            self.apply(control);
+            self.apply(&control);
         }
+    }
+}
+
+/// What an algorithm is told about a new flow, from what the datapath said in CREATE. The
+/// seed mixes the whole flow identity (a simulator varies the source port with its seed).
+pub fn flow_start(info: &DatapathInfo) -> FlowStart {
+    FlowStart {
+        sock_id: info.sock_id,
+        mss_bytes: info.mss.max(1),
+        init_cwnd_bytes: info.init_cwnd,
+        seed: flow_seed(info),
     }
 }
 

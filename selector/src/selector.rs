@@ -5,14 +5,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ccp_algorithms::programs::{DecodeError, ProgramSpec};
+use ccp_algorithms::programs::ProgramSpec;
 use ccp_algorithms::{
-    Algorithm, Control, DynAlgorithmConfig, FlowStart, Handoff, Measurement, Pacing,
+    Algorithm, Control, DynAlgorithmConfig, Handoff, Measurement, Pacing, ProgramLink, flow_start,
 };
 use portus::ipc::Ipc;
-use portus::lang::Scope;
-use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
-use tracing::debug;
+use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
 
 use crate::hysteresis::{Hysteresis, HysteresisConfig};
 use crate::policy::{Decision, Features, SelectionPolicy};
@@ -166,14 +164,13 @@ impl Selector {
 
 /// One flow: the candidates' state machines, the policy and the datapath handle.
 pub struct SelectorFlow<I: Ipc> {
-    datapath: Datapath<I>,
+    link: ProgramLink<I>,
     sock_id: u32,
     candidates: Vec<Box<dyn Algorithm>>,
     names: Vec<&'static str>,
     current: usize,
     policy: Box<dyn SelectionPolicy>,
     hysteresis: Hysteresis,
-    program: Option<(&'static ProgramSpec, Scope)>,
     reports: u64,
     log: Arc<SelectorLog>,
 }
@@ -198,25 +195,19 @@ impl<I: Ipc> CongAlg<I> for Selector {
     }
 
     fn new_flow(&self, datapath: Datapath<I>, info: DatapathInfo) -> Self::Flow {
-        let start = FlowStart {
-            sock_id: info.sock_id,
-            mss_bytes: info.mss.max(1),
-            init_cwnd_bytes: info.init_cwnd,
-            seed: u64::from(info.sock_id) ^ (u64::from(info.src_port) << 32),
-        };
+        let start = flow_start(&info);
         self.log.flows.fetch_add(1, Ordering::Relaxed);
         let names = self.names();
         let policy = (self.policy)(&names);
         let current = policy.initial().min(names.len().saturating_sub(1));
         let mut flow = SelectorFlow {
-            datapath,
+            link: ProgramLink::new(datapath),
             sock_id: info.sock_id,
             candidates: self.candidates.iter().map(|c| c.build(&start)).collect(),
             names,
             current,
             policy,
             hysteresis: Hysteresis::new(self.hysteresis, 0),
-            program: None,
             reports: 0,
             log: self.log.clone(),
         };
@@ -250,52 +241,24 @@ impl<I: Ipc> SelectorFlow<I> {
             fields.extend(s.fields.iter().copied());
         }
         if let Some(program) = program {
-            match self.datapath.set_program(program.name, Some(&fields)) {
-                Ok(scope) => self.program = Some((program, scope)),
-                Err(e) => {
-                    self.log.send_errors.fetch_add(1, Ordering::Relaxed);
-                    debug!(error = %e.0, program = program.name, "set_program failed");
-                }
-            }
+            self.link.switch(program, &fields, &self.log.send_errors);
         }
         (cwnd, rate)
     }
 
-    /// Sends an active candidate's control (as the single-algorithm adapter does).
+    /// Sends an active candidate's control: a program change goes through [`Self::install`]
+    /// (Cwnd and Rate always inside it), anything else as the single-algorithm adapter does.
     fn apply(&mut self, control: &Control) {
         if control.program.is_some() {
             self.install(self.current, control, None);
-            return;
-        }
-        let mut fields: Vec<(&str, u32)> = Vec::with_capacity(2);
-        if let Some(c) = control.cwnd_bytes {
-            fields.push(("Cwnd", c));
-        }
-        if let Some(p) = control.pacing {
-            fields.push(("Rate", p.datapath_rate()));
-        }
-        if let (false, Some((_, scope))) = (fields.is_empty(), self.program.as_ref())
-            && let Err(e) = self.datapath.update_field(scope, &fields)
-        {
-            self.log.send_errors.fetch_add(1, Ordering::Relaxed);
-            debug!(error = %e.0, "update_field failed");
+        } else {
+            self.link.apply(control, &self.log.send_errors);
         }
     }
 
     fn decode(&self, report: &Report) -> Option<Measurement> {
-        let (program, scope) = self.program.as_ref()?;
-        match program.decode(report, scope) {
-            Ok(m) => Some(m),
-            Err(DecodeError::Stale { .. }) => {
-                self.log.stale_reports.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-            Err(e @ DecodeError::Field { .. }) => {
-                self.log.bad_reports.fetch_add(1, Ordering::Relaxed);
-                debug!(error = %e, "report dropped");
-                None
-            }
-        }
+        self.link
+            .decode(report, &self.log.stale_reports, &self.log.bad_reports)
     }
 
     /// Hands the flow from the active candidate to `to` with one CHANGE_PROG.
