@@ -259,13 +259,8 @@ impl Illinois {
 
     fn adopt(&mut self, h: &Handoff) {
         self.now_us = h.now_us;
-        self.cwnd = self.clamp(self.segments(u64::from(h.cwnd_bytes)));
-        self.ssthresh = window::ssthresh_from_bytes(h.ssthresh_bytes, self.mss_bytes);
+        (self.cwnd, self.ssthresh) = window::adopt(h, self.mss_bytes);
         self.in_first_slow_start = h.in_first_slow_start;
-        if !h.in_first_slow_start {
-            // Continue in avoidance from the handed-over window: no new slow start.
-            self.ssthresh = self.ssthresh.min(self.cwnd);
-        }
         self.base_rtt_us = h.min_rtt_us;
         self.max_rtt_us = h.srtt_us.max(h.min_rtt_us);
         self.reset_delay_state();

@@ -207,13 +207,8 @@ impl Vegas {
 
     fn adopt(&mut self, h: &Handoff) {
         self.now_us = h.now_us;
-        self.cwnd = self.clamp(self.segments(u64::from(h.cwnd_bytes)));
-        self.ssthresh = window::ssthresh_from_bytes(h.ssthresh_bytes, self.mss_bytes);
+        (self.cwnd, self.ssthresh) = window::adopt(h, self.mss_bytes);
         self.in_first_slow_start = h.in_first_slow_start;
-        if !h.in_first_slow_start {
-            // Continue in avoidance from the handed-over window: no new slow start.
-            self.ssthresh = self.ssthresh.min(self.cwnd);
-        }
         self.base_rtt_us = h.min_rtt_us;
         self.period_start_us = h.now_us;
         self.period_min_rtt_us = 0;
