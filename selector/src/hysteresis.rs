@@ -73,6 +73,7 @@ impl Hysteresis {
         last_loss_us: Option<u64>,
     ) -> Option<usize> {
         let target = match decision {
+            Decision::Hold => return None,
             Decision::SwitchTo(k) if k != current => k,
             _ => {
                 self.pending = None;
@@ -135,6 +136,15 @@ mod tests {
         assert_eq!(f.filter(Decision::Stay, 0, 101, 50, None), None);
         assert_eq!(f.filter(Decision::SwitchTo(1), 0, 102, 50, None), None);
         assert_eq!(f.filter(Decision::SwitchTo(1), 0, 103, 50, None), Some(1));
+    }
+
+    #[test]
+    fn hold_neither_counts_nor_restarts() {
+        let mut f = h(2, 0.0);
+        assert_eq!(f.filter(Decision::SwitchTo(1), 0, 10, 50, None), None);
+        assert_eq!(f.filter(Decision::Hold, 0, 15, 50, None), None);
+        assert_eq!(f.filter(Decision::Hold, 0, 16, 50, None), None);
+        assert_eq!(f.filter(Decision::SwitchTo(1), 0, 20, 50, None), Some(1));
     }
 
     #[test]

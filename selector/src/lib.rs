@@ -26,10 +26,13 @@
 //! flow-start prediction, ONNX neural policies, predicted scores in the events, and the
 //! deployable `ccp-agent` binary with its config and SIGHUP reload.
 
+pub mod antelope;
 pub mod hysteresis;
 pub mod policy;
 pub mod selector;
 
 pub use hysteresis::{Hysteresis, HysteresisConfig};
-pub use policy::{Decision, EveryN, Features, ReinPolicy, SelectionPolicy, StaticPolicy};
-pub use selector::{Event, EventKind, Selector, SelectorFlow, SelectorLog};
+pub use policy::{
+    Decision, EveryN, Explanation, Features, FlowContext, ReinPolicy, SelectionPolicy, StaticPolicy,
+};
+pub use selector::{Event, EventKind, PolicyFactory, Selector, SelectorFlow, SelectorLog};

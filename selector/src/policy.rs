@@ -23,10 +23,51 @@ pub struct Features<'a> {
 /// A policy's answer for one report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
+    /// No new decision on this report (e.g. a data unit is still being built): the
+    /// hysteresis keeps counting the previous decisions as they were.
+    Hold,
     /// Keep the active candidate.
     Stay,
     /// Switch to this candidate (subject to the selector's hysteresis).
     SwitchTo(usize),
+}
+
+/// What a policy knows about its flow when it is built.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowContext<'a> {
+    /// Names of the candidates, by index.
+    pub candidates: &'a [&'static str],
+    /// The datapath's socket id.
+    pub sock_id: u32,
+    /// Destination IPv4 address (host order, as portus reports it).
+    pub dst_ip: u32,
+    /// Destination port.
+    pub dst_port: u32,
+    /// Maximum segment size, bytes.
+    pub mss_bytes: u32,
+}
+
+impl<'a> FlowContext<'a> {
+    /// A context with only the candidates known (tests, benchmarks).
+    pub fn for_candidates(candidates: &'a [&'static str]) -> Self {
+        Self {
+            candidates,
+            sock_id: 0,
+            dst_ip: 0,
+            dst_port: 0,
+            mss_bytes: 1448,
+        }
+    }
+}
+
+/// Why a policy decided as it did: the features it looked at and its score per candidate
+/// (recorded in decision events so a trace can show them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Explanation {
+    /// The feature vector the decision was made on.
+    pub features: Vec<f64>,
+    /// One score per candidate, by index (higher is better).
+    pub scores: Vec<f64>,
 }
 
 /// Maps per-report features to a decision.
@@ -39,6 +80,10 @@ pub trait SelectionPolicy: Send {
     }
     /// One decision per report.
     fn decide(&mut self, features: &Features<'_>) -> Decision;
+    /// The features and scores behind the last decision, if the policy has any.
+    fn explain(&self) -> Option<Explanation> {
+        None
+    }
 }
 
 /// `static:<cca>`: starts on one candidate and never switches (the baseline).

@@ -13,13 +13,16 @@ use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
 
 use crate::hysteresis::{Hysteresis, HysteresisConfig};
-use crate::policy::{Decision, Features, SelectionPolicy};
+use crate::policy::{Decision, Explanation, Features, FlowContext, SelectionPolicy};
 
 /// What an [`Event`] records.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
     /// A policy decision (before hysteresis); `to == from` means stay.
-    Decision,
+    Decision {
+        /// The features and per-candidate scores the policy decided on (learned policies).
+        explanation: Option<Explanation>,
+    },
     /// An actual swap.
     Swap {
         /// Window handed over, bytes.
@@ -36,7 +39,7 @@ pub enum EventKind {
 }
 
 /// One decision or swap of one flow.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// The flow's socket id.
     pub sock_id: u32,
@@ -105,8 +108,8 @@ impl SelectorLog {
     }
 }
 
-/// Builds a fresh policy for each flow.
-pub type PolicyFactory = Arc<dyn Fn(&[&'static str]) -> Box<dyn SelectionPolicy> + Send + Sync>;
+/// Builds a fresh policy for each flow, from what is known about the flow at its start.
+pub type PolicyFactory = Arc<dyn Fn(&FlowContext<'_>) -> Box<dyn SelectionPolicy> + Send + Sync>;
 
 /// The meta-selector: portus algorithm `selector`.
 pub struct Selector {
@@ -198,7 +201,13 @@ impl<I: Ipc> CongAlg<I> for Selector {
         let start = flow_start(&info);
         self.log.flows.fetch_add(1, Ordering::Relaxed);
         let names = self.names();
-        let policy = (self.policy)(&names);
+        let policy = (self.policy)(&FlowContext {
+            candidates: &names,
+            sock_id: info.sock_id,
+            dst_ip: info.dst_ip,
+            dst_port: info.dst_port,
+            mss_bytes: start.mss_bytes,
+        });
         let current = policy.initial().min(names.len().saturating_sub(1));
         let mut flow = SelectorFlow {
             link: ProgramLink::new(datapath),
@@ -314,16 +323,20 @@ impl<I: Ipc> Flow for SelectorFlow<I> {
             srtt_us,
             reports: self.reports,
         });
-        self.log.push(Event {
-            sock_id: self.sock_id,
-            time_us: m.now_us,
-            from: self.current,
-            to: match decision {
-                Decision::Stay => self.current,
-                Decision::SwitchTo(k) => k,
-            },
-            kind: EventKind::Decision,
-        });
+        if self.log.record_events && decision != Decision::Hold {
+            self.log.push(Event {
+                sock_id: self.sock_id,
+                time_us: m.now_us,
+                from: self.current,
+                to: match decision {
+                    Decision::Hold | Decision::Stay => self.current,
+                    Decision::SwitchTo(k) => k,
+                },
+                kind: EventKind::Decision {
+                    explanation: self.policy.explain(),
+                },
+            });
+        }
         match self.hysteresis.filter(
             decision,
             self.current,

@@ -11,7 +11,7 @@ use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
     FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
 };
-use ccp_selector::policy::{Decision, Features, SelectionPolicy};
+use ccp_selector::policy::{Decision, Features, FlowContext, SelectionPolicy};
 use ccp_selector::{EventKind, EveryN, HysteresisConfig, Selector, SelectorLog, StaticPolicy};
 
 const MS: u64 = 1_000_000;
@@ -65,7 +65,7 @@ fn utilization(r: &SimResult) -> f64 {
 fn every(n: u64) -> Selector {
     Selector::new(
         four(),
-        Arc::new(move |_: &[&str]| Box::new(EveryN { n }) as _),
+        Arc::new(move |_: &FlowContext<'_>| Box::new(EveryN { n }) as _),
     )
     .with_hysteresis(HysteresisConfig {
         loss_hold_rtts: 1.0,
@@ -130,7 +130,7 @@ fn a_thousand_forced_swaps_lose_no_data() {
     let (s, _) = run(
         Selector::new(
             four(),
-            Arc::new(|_: &[&str]| Box::new(StaticPolicy { candidate: 1 }) as _),
+            Arc::new(|_: &FlowContext<'_>| Box::new(StaticPolicy { candidate: 1 }) as _),
         ),
         secs,
         0,
@@ -172,18 +172,20 @@ impl SelectionPolicy for Flipper {
 
 #[test]
 fn a_policy_that_flips_every_report_never_swaps_with_m_2() {
-    let sel = Selector::new(four(), Arc::new(|_: &[&str]| Box::new(Flipper) as _)).with_hysteresis(
-        HysteresisConfig {
-            agreeing_decisions: 2,
-            dwell_rtts: 0.0,
-            loss_hold_rtts: 0.0,
-        },
-    );
+    let sel = Selector::new(
+        four(),
+        Arc::new(|_: &FlowContext<'_>| Box::new(Flipper) as _),
+    )
+    .with_hysteresis(HysteresisConfig {
+        agreeing_decisions: 2,
+        dwell_rtts: 0.0,
+        loss_hold_rtts: 0.0,
+    });
     let (r, log) = run(sel, 5, 0);
     let decisions = log
         .events()
         .iter()
-        .filter(|e| e.kind == EventKind::Decision && e.to != e.from)
+        .filter(|e| matches!(e.kind, EventKind::Decision { .. }) && e.to != e.from)
         .count();
     assert!(decisions > 50, "{decisions} decisions");
     assert_eq!(log.swaps.load(Ordering::Relaxed), 0);
@@ -198,8 +200,11 @@ fn stale_reports_after_a_swap_are_counted_not_unwrapped() {
         Box::new(RenoConfig::default()),
         Box::new(BbrConfig::default()),
     ];
-    let sel = Selector::new(cands, Arc::new(|_: &[&str]| Box::new(EveryN { n: 1 }) as _))
-        .with_hysteresis(HysteresisConfig::none());
+    let sel = Selector::new(
+        cands,
+        Arc::new(|_: &FlowContext<'_>| Box::new(EveryN { n: 1 }) as _),
+    )
+    .with_hysteresis(HysteresisConfig::none());
     let (r, log) = run(sel, 10, 20 * MS);
     let stale = log.stale_reports.load(Ordering::Relaxed);
     println!(

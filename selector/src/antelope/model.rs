@@ -1,0 +1,360 @@
+//! Antelope's reward models: one gradient-boosted regressor per candidate and preference mode,
+//! predicting the next data unit's reward from this unit's features (`PAPERS.md` §2, "Models":
+//! XGBoost, depth 6, 40 trees).
+//!
+//! The regressors are `forust-ml` boosters: pure Rust (no C++ XGBoost to build or load here),
+//! fit and JSON save/load in one crate, XGBoost-style second-order trees with the same depth and
+//! tree count. (`gbdt` loads XGBoost dumps exactly but would need XGBoost to train; linfa has no
+//! tree regressors.)
+//!
+//! On disk a model set is a directory: `manifest.json` (format version, feature schema version
+//! and names, unit size, candidates, per mode which file holds which candidate's booster, sample
+//! counts) and one forust JSON file per (mode, candidate). Loading checks the format and the
+//! schema, so a model trained on other features is refused with a clear error, never used.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use forust_ml::objective::ObjectiveType;
+use forust_ml::{GradientBooster, Matrix};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::reward::{Mode, reward};
+use super::samples::Sample;
+use super::unit::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION};
+
+/// Format version of `manifest.json`.
+pub const MODEL_FORMAT_VERSION: u32 = 1;
+/// Trees per booster (Antelope: 40).
+pub const TREES: usize = 40;
+/// Tree depth (Antelope: 6).
+pub const DEPTH: usize = 6;
+/// Fewest samples a (mode, candidate) booster is fit on; with fewer the candidate has no model.
+pub const MIN_SAMPLES: usize = 30;
+
+/// Why a model set cannot be loaded, saved or trained.
+#[derive(Debug, Error)]
+pub enum ModelError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The manifest is not valid JSON of the expected shape.
+    #[error("{path}: not an Antelope manifest: {msg}")]
+    Manifest {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        msg: String,
+    },
+    /// The manifest was written for another format or feature schema.
+    #[error("{path}: {what} is {found}, this build reads {expected}")]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// Which version.
+        what: &'static str,
+        /// In the file.
+        found: u32,
+        /// What this build reads.
+        expected: u32,
+    },
+    /// The features named in the manifest differ from ours.
+    #[error("{path}: features {found:?} differ from {expected:?}")]
+    Features {
+        /// The file.
+        path: PathBuf,
+        /// In the file.
+        found: Vec<String>,
+        /// Ours.
+        expected: Vec<String>,
+    },
+    /// A booster file is not a forust model.
+    #[error("{path}: not a forust model: {msg}")]
+    Booster {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        msg: String,
+    },
+    /// No candidate had enough samples to fit a model.
+    #[error("no candidate has {MIN_SAMPLES} samples to train on")]
+    NoData,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: String,
+    format_version: u32,
+    feature_schema: u32,
+    features: Vec<String>,
+    acks_per_unit: u32,
+    trees: usize,
+    depth: usize,
+    /// mode name -> candidate -> booster file (relative to the directory).
+    models: BTreeMap<String, BTreeMap<String, String>>,
+    /// mode name -> candidate -> samples fitted.
+    samples: BTreeMap<String, BTreeMap<String, usize>>,
+}
+
+/// Every reward model of one deployment: per mode, per candidate name.
+#[derive(Default)]
+pub struct ModelSet {
+    models: BTreeMap<Mode, BTreeMap<String, GradientBooster>>,
+    samples: BTreeMap<Mode, BTreeMap<String, usize>>,
+    /// Data-unit size the models were trained with.
+    pub acks_per_unit: u32,
+}
+
+impl std::fmt::Debug for ModelSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelSet")
+            .field("samples", &self.samples)
+            .field("acks_per_unit", &self.acks_per_unit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelSet {
+    fn insert(&mut self, mode: Mode, cca: &str, b: GradientBooster, n: usize) {
+        self.models
+            .entry(mode)
+            .or_default()
+            .insert(cca.to_string(), b);
+        self.samples
+            .entry(mode)
+            .or_default()
+            .insert(cca.to_string(), n);
+    }
+
+    /// Fits one booster per (mode, candidate) with at least [`MIN_SAMPLES`] samples.
+    pub fn train(samples: &[Sample], acks_per_unit: u32) -> Result<Self, ModelError> {
+        let mut by_cca: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+        for s in samples {
+            by_cca.entry(s.next_cca.as_str()).or_default().push(s);
+        }
+        let mut set = Self {
+            acks_per_unit,
+            ..Self::default()
+        };
+        for (cca, rows) in by_cca {
+            if rows.len() < MIN_SAMPLES {
+                continue;
+            }
+            // Column-major feature matrix.
+            let n = rows.len();
+            let mut data = vec![0.0; n * FEATURE_NAMES.len()];
+            for (i, s) in rows.iter().enumerate() {
+                for (j, v) in s.features.iter().enumerate() {
+                    data[j * n + i] = *v;
+                }
+            }
+            let matrix = Matrix::new(&data, n, FEATURE_NAMES.len());
+            for mode in Mode::ALL {
+                let y: Vec<f64> = rows.iter().map(|s| s.rewards[mode as usize]).collect();
+                let mut b = GradientBooster::default()
+                    .set_objective_type(ObjectiveType::SquaredLoss)
+                    // Features are never negative; a finite sentinel keeps the JSON valid
+                    // (forust's default NaN is written as `null` and cannot be read back).
+                    .set_missing(-1.0)
+                    .set_iterations(TREES)
+                    .set_max_depth(DEPTH)
+                    .set_learning_rate(0.3)
+                    .set_parallel(false)
+                    .set_seed(0);
+                b.fit_unweighted(&matrix, &y, None)
+                    .map_err(|e| ModelError::Booster {
+                        path: PathBuf::from(format!("<training {}/{cca}>", mode.name())),
+                        msg: e.to_string(),
+                    })?;
+                set.insert(mode, cca, b, n);
+            }
+        }
+        if set.models.is_empty() {
+            return Err(ModelError::NoData);
+        }
+        Ok(set)
+    }
+
+    /// Candidates with a model for `mode`.
+    pub fn candidates(&self, mode: Mode) -> Vec<&str> {
+        self.models
+            .get(&mode)
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// Samples the (mode, candidate) model was fit on (0: no model).
+    pub fn samples(&self, mode: Mode, candidate: &str) -> usize {
+        self.samples
+            .get(&mode)
+            .and_then(|m| m.get(candidate))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The booster for (mode, candidate), if any.
+    pub fn model(&self, mode: Mode, candidate: &str) -> Option<&GradientBooster> {
+        self.models.get(&mode).and_then(|m| m.get(candidate))
+    }
+
+    /// Predicted next-unit reward of each candidate in `names` (in that order) under `mode`;
+    /// a candidate with no model scores `f64::NEG_INFINITY` and never wins.
+    pub fn predict(&self, mode: Mode, names: &[&str], features: &[f64; 7], out: &mut Vec<f64>) {
+        out.clear();
+        let m = Matrix::new(features, 1, FEATURE_NAMES.len());
+        let models = self.models.get(&mode);
+        for name in names {
+            let score = models
+                .and_then(|ms| ms.get(*name))
+                .and_then(|b| b.predict(&m, false).first().copied())
+                .filter(|v| v.is_finite())
+                .unwrap_or(f64::NEG_INFINITY);
+            out.push(score);
+        }
+    }
+
+    /// Writes the set to `dir` (created if needed).
+    pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ModelError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut manifest = Manifest {
+            format: "antelope-models".into(),
+            format_version: MODEL_FORMAT_VERSION,
+            feature_schema: FEATURE_SCHEMA_VERSION,
+            features: FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect(),
+            acks_per_unit: self.acks_per_unit,
+            trees: TREES,
+            depth: DEPTH,
+            models: BTreeMap::new(),
+            samples: BTreeMap::new(),
+        };
+        for (mode, cca, b) in self
+            .models
+            .iter()
+            .flat_map(|(m, bs)| bs.iter().map(move |(c, b)| (m, c, b)))
+        {
+            let file = format!("{}-{cca}.json", mode.name());
+            let path = dir.join(&file);
+            let json = b.json_dump().map_err(|e| ModelError::Booster {
+                path: path.clone(),
+                msg: e.to_string(),
+            })?;
+            std::fs::write(&path, json).map_err(io(&path))?;
+            manifest
+                .models
+                .entry(mode.name().into())
+                .or_default()
+                .insert(cca.clone(), file);
+            manifest
+                .samples
+                .entry(mode.name().into())
+                .or_default()
+                .insert(cca.clone(), self.samples(*mode, cca));
+        }
+        let path = dir.join("manifest.json");
+        let text = serde_json::to_string_pretty(&manifest).map_err(|e| ModelError::Manifest {
+            path: path.clone(),
+            msg: e.to_string(),
+        })?;
+        std::fs::write(&path, text).map_err(io(&path))
+    }
+
+    /// Reads a set written by [`ModelSet::save`], checking format and feature schema.
+    pub fn load(dir: &Path) -> Result<Self, ModelError> {
+        let path = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| ModelError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| ModelError::Manifest {
+            path: path.clone(),
+            msg: e.to_string(),
+        })?;
+        if manifest.format != "antelope-models" {
+            return Err(ModelError::Manifest {
+                path,
+                msg: format!("format is `{}`", manifest.format),
+            });
+        }
+        for (what, found, expected) in [
+            (
+                "format_version",
+                manifest.format_version,
+                MODEL_FORMAT_VERSION,
+            ),
+            (
+                "feature_schema",
+                manifest.feature_schema,
+                FEATURE_SCHEMA_VERSION,
+            ),
+        ] {
+            if found != expected {
+                return Err(ModelError::Version {
+                    path,
+                    what,
+                    found,
+                    expected,
+                });
+            }
+        }
+        let expected: Vec<String> = FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect();
+        if manifest.features != expected {
+            return Err(ModelError::Features {
+                path,
+                found: manifest.features,
+                expected,
+            });
+        }
+        let mut set = Self {
+            acks_per_unit: manifest.acks_per_unit,
+            ..Self::default()
+        };
+        for (mode_name, files) in &manifest.models {
+            let Some(mode) = Mode::parse(mode_name) else {
+                return Err(ModelError::Manifest {
+                    path,
+                    msg: format!("unknown mode `{mode_name}`"),
+                });
+            };
+            for (cca, file) in files {
+                let bpath = dir.join(file);
+                let json = std::fs::read_to_string(&bpath).map_err(|source| ModelError::Io {
+                    path: bpath.clone(),
+                    source,
+                })?;
+                let b = GradientBooster::from_json(&json).map_err(|e| ModelError::Booster {
+                    path: bpath.clone(),
+                    msg: e.to_string(),
+                })?;
+                let n = manifest
+                    .samples
+                    .get(mode_name)
+                    .and_then(|m| m.get(cca))
+                    .copied()
+                    .unwrap_or(0);
+                set.insert(mode, cca, b, n);
+            }
+        }
+        if set.models.is_empty() {
+            return Err(ModelError::Manifest {
+                path,
+                msg: "no models listed".into(),
+            });
+        }
+        Ok(set)
+    }
+}
+
+/// The reward of a unit under every mode, in [`Mode::ALL`] order.
+pub fn rewards(unit: &super::unit::UnitStats) -> [f64; 3] {
+    Mode::ALL.map(|m| reward(unit, m))
+}
