@@ -5,7 +5,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages: clang and libclang for bindgen (the libccp oracle in the conformance tests).
 APT_PACKAGES := clang libclang-dev bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config
 
-.PHONY: run test deps bench demo
+.PHONY: run test deps bench demo models
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -16,7 +16,16 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-run: deps
+# Antelope's reward models for `selector-antelope`: generated on the training scenario (disjoint
+# from every evaluation scenario) and fitted, once; about 10 s.
+ANTELOPE_MODELS := eval/models/antelope/manifest.json
+$(ANTELOPE_MODELS):
+	$(CARGO) run --release -q -p ccp-eval -- gen-data antelope-train --out results/antelope-train
+	$(CARGO) run --release -q -p ccp-eval -- train antelope results/antelope-train --out eval/models/antelope
+
+models: deps $(ANTELOPE_MODELS)
+
+run: deps models
 	$(CARGO) run --release -q -p ccp-eval -- run quick --out results/quick
 
 demo: deps

@@ -12,6 +12,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ),
     ("dynamic", include_str!("../scenarios/dynamic.toml")),
     ("calibrate", include_str!("../scenarios/calibrate.toml")),
+    (
+        "antelope-train",
+        include_str!("../scenarios/antelope-train.toml"),
+    ),
 ];
 
 /// A built-in scenario by name.

@@ -17,4 +17,6 @@ pub mod results;
 pub mod runner;
 pub mod scenario;
 pub mod schemes;
+pub mod selectors;
 pub mod traces;
+pub mod training;

@@ -1,4 +1,4 @@
-//! The `ccp-eval` command line: `list`, `run`, `report`, `demo`.
+//! The `ccp-eval` command line: `list`, `run`, `report`, `demo`, `agent`, `gen-data`, `train`.
 //!
 //! Exit codes: 0 success, 1 a run or the demo failed, 2 bad input (scenario file, scheme name,
 //! arguments).
@@ -11,7 +11,7 @@ use ccp_eval::report::{self, ReportInput};
 use ccp_eval::results::{self, FlowRow, SeriesRow};
 use ccp_eval::runner::{self, RunOptions};
 use ccp_eval::scenario::Scenario;
-use ccp_eval::{builtin, schemes};
+use ccp_eval::{builtin, schemes, training};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -73,6 +73,28 @@ enum Command {
     },
     /// Real-time demo: a portus agent and the datapath runtime over unix sockets.
     Demo,
+    /// Antelope's offline data: run a scenario with flows switching among the nine
+    /// candidates at random and write (features, candidate, next reward) to DIR/samples.csv.
+    GenData {
+        /// Built-in scenario name or path to a scenario file.
+        scenario: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Worker threads (default: one per core).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
+    },
+    /// Train a selection policy's models: `train antelope DIR --out models/antelope`.
+    Train {
+        /// The policy (`antelope`).
+        policy: String,
+        /// Directory (or file) with samples.csv from `gen-data`.
+        data: PathBuf,
+        /// Where to write the model set.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -130,6 +152,38 @@ fn main() -> ExitCode {
             }
         }
         Command::Demo => demo(),
+        Command::GenData {
+            scenario,
+            out,
+            jobs,
+        } => {
+            let scenario = match load_scenario(&scenario) {
+                Ok(s) => s,
+                Err(e) => return fail(2, &e),
+            };
+            match training::gen_data(&scenario, &out, jobs) {
+                Ok(n) => {
+                    println!("{n} samples: {}", out.join("samples.csv").display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(1, &e),
+            }
+        }
+        Command::Train { policy, data, out } => {
+            if policy != "antelope" {
+                return fail(
+                    2,
+                    &format!("unknown policy `{policy}` (trainable here: antelope)"),
+                );
+            }
+            match training::train_antelope(&data, &out) {
+                Ok(summary) => {
+                    println!("{summary}; written to {}", out.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(2, &e),
+            }
+        }
     }
 }
 
@@ -218,6 +272,11 @@ fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> Exi
     if let Err(e) = write_outputs(out, &scenario.name, &output.rows, &output.series) {
         return fail(1, &e);
     }
+    if !output.swaps.is_empty()
+        && let Err(e) = results::write_csv(&out.join("swaps.csv"), &output.swaps)
+    {
+        return fail(1, &e.to_string());
+    }
     println!("report: {}", out.join("report.md").display());
     if output.failed > 0 {
         ExitCode::FAILURE
@@ -230,7 +289,13 @@ fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> Exi
 /// leaves nothing that looks complete.
 fn prepare_out(out: &Path) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    for f in ["results.csv", "series.csv", "summary.json", "report.md"] {
+    for f in [
+        "results.csv",
+        "series.csv",
+        "swaps.csv",
+        "summary.json",
+        "report.md",
+    ] {
         match std::fs::remove_file(out.join(f)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

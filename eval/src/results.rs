@@ -91,6 +91,27 @@ pub struct SeriesRow {
     pub throughput_mbps: f64,
 }
 
+/// One selector swap (`swaps.csv`): the candidate in use changes at `t_s`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwapRow {
+    /// Scenario name.
+    pub scenario: String,
+    /// Condition id.
+    pub condition: String,
+    /// Scheme under test.
+    pub scheme: String,
+    /// Seed.
+    pub seed: u64,
+    /// The flow's datapath socket id (flows are numbered from 1 in start order).
+    pub sock_id: u32,
+    /// Time, s.
+    pub t_s: f64,
+    /// Candidate before.
+    pub from: String,
+    /// Candidate after.
+    pub to: String,
+}
+
 /// Why results could not be read or written.
 #[derive(Debug, Error)]
 pub enum ResultsError {

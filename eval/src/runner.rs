@@ -17,8 +17,9 @@ use ccp_datapath::sim::{
 };
 use thiserror::Error;
 
-use crate::results::{FlowRow, SeriesRow};
+use crate::results::{FlowRow, SeriesRow, SwapRow};
 use crate::scenario::{Buffer, Condition, FlowGroup, RateSource, Scenario};
+use crate::selectors;
 use crate::{schemes, traces};
 
 const MSS_BYTES: u32 = 1448;
@@ -50,6 +51,9 @@ pub enum RunError {
     /// A scheme name nobody knows.
     #[error("unknown scheme `{0}` (see `ccp-eval list`)")]
     UnknownScheme(String),
+    /// `selector-antelope` without usable models.
+    #[error("selector-antelope: {0}")]
+    Models(String),
     /// A malformed shard.
     #[error("bad shard {0}/{1}: need 0 <= I < N")]
     BadShard(usize, usize),
@@ -75,6 +79,8 @@ pub struct RunOutput {
     pub rows: Vec<FlowRow>,
     /// Time series (if the scenario asks for them).
     pub series: Vec<SeriesRow>,
+    /// Every selector swap.
+    pub swaps: Vec<SwapRow>,
     /// Runs done.
     pub runs: usize,
     /// Runs that failed.
@@ -87,7 +93,7 @@ pub struct RunOutput {
 pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError> {
     let schemes: Vec<String> = match (&opts.schemes, &scenario.schemes) {
         (Some(s), _) | (None, Some(s)) => s.clone(),
-        (None, None) => schemes::available()
+        (None, None) => schemes::defaults()
             .iter()
             .map(|s| (*s).to_string())
             .collect(),
@@ -95,6 +101,11 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
     for s in schemes.iter().chain(scenario.named_schemes().iter()) {
         if schemes::resolve(s).is_none() {
             return Err(RunError::UnknownScheme(s.clone()));
+        }
+        if s == selectors::ANTELOPE
+            && let Err(e) = selectors::models()
+        {
+            return Err(RunError::Models(e));
         }
     }
     if let Some((k, n)) = opts.shard
@@ -169,6 +180,7 @@ pub fn run(scenario: &Scenario, jobs: &[Job], opts: &RunOptions) -> RunOutput {
         out.packets += o.packets;
         out.rows.extend(o.rows);
         out.series.extend(o.series);
+        out.swaps.extend(o.swaps);
     }
     out
 }
@@ -183,6 +195,7 @@ fn progress(done: usize, total: usize, started: Instant) {
 struct JobOutput {
     rows: Vec<FlowRow>,
     series: Vec<SeriesRow>,
+    swaps: Vec<SwapRow>,
     failed: bool,
     packets: u64,
 }
@@ -223,6 +236,7 @@ fn run_job(scenario: &Scenario, job: &Job, opts: &RunOptions) -> JobOutput {
     JobOutput {
         rows,
         series: Vec::new(),
+        swaps: Vec::new(),
         failed: true,
         packets: 0,
     }
@@ -314,21 +328,11 @@ fn simulate(
         }
         None => None,
     };
-    let agent = (needs_agent && realtime.is_none()).then(schemes::agent);
+    let (agent, selectors) = (needs_agent && realtime.is_none())
+        .then(schemes::agent)
+        .unzip();
     let duration_ns = (scenario.duration_s * 1e9) as u64;
-    let changes: Vec<PathChange> = cond
-        .phases
-        .iter()
-        .map(|p| PathChange {
-            at_ns: (p.at_s * 1e9) as u64,
-            rate: p.bw_mbps.map(|b| LinkRate::Constant {
-                bps: (b * 1e6) as u64,
-            }),
-            one_way_delay_ns: p.rtt_ms.map(|r| (r * 1e6 / 2.0) as u64),
-            loss: p.loss,
-            buffer_bytes: None,
-        })
-        .collect();
+    let changes = path_changes(cond);
     let cfg = SimConfig {
         seed: job.seed,
         duration_ns,
@@ -348,6 +352,10 @@ fn simulate(
         .map_err(|e| e.to_string())?
         .run()
         .map_err(|e| e.to_string())?;
+    let swaps = selectors
+        .as_ref()
+        .map(|s| swap_rows(s, scenario, cond, job))
+        .unwrap_or_default();
 
     let main_tputs: Vec<f64> = flows
         .iter()
@@ -365,6 +373,7 @@ fn simulate(
     };
     let mut out = JobOutput {
         packets: result.link_packets,
+        swaps,
         ..JobOutput::default()
     };
     for (i, ((role, name, spec), r)) in flows.iter().zip(&result.flows).enumerate() {
@@ -399,6 +408,46 @@ fn simulate(
         }
     }
     Ok(out)
+}
+
+/// The condition's phases as the simulator's path changes.
+fn path_changes(cond: &Condition) -> Vec<PathChange> {
+    cond.phases
+        .iter()
+        .map(|p| PathChange {
+            at_ns: (p.at_s * 1e9) as u64,
+            rate: p.bw_mbps.map(|b| LinkRate::Constant {
+                bps: (b * 1e6) as u64,
+            }),
+            one_way_delay_ns: p.rtt_ms.map(|r| (r * 1e6 / 2.0) as u64),
+            loss: p.loss,
+            buffer_bytes: None,
+        })
+        .collect()
+}
+
+/// The run's selector swaps as rows; keeps any explore samples for `gen-data`.
+fn swap_rows(
+    s: &selectors::RunSelectors,
+    scenario: &Scenario,
+    cond: &Condition,
+    job: &Job,
+) -> Vec<SwapRow> {
+    s.keep_samples();
+    s.log
+        .swap_events()
+        .into_iter()
+        .map(|e| SwapRow {
+            scenario: scenario.name.clone(),
+            condition: cond.id.clone(),
+            scheme: job.scheme.clone(),
+            seed: job.seed,
+            sock_id: e.sock_id,
+            t_s: e.time_us as f64 / 1e6,
+            from: selectors::name_of(e.from).to_string(),
+            to: selectors::name_of(e.to).to_string(),
+        })
+        .collect()
 }
 
 /// Capacity averaged over `[start, end]`, following the condition's phases.

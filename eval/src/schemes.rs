@@ -12,6 +12,8 @@ use ccp_algorithms::{
 use ccp_datapath::agent::{AIMD_NAME, Aimd};
 use ccp_datapath::sim::{LockstepAgent, Scheme};
 
+use crate::selectors::{self, RunSelectors};
+
 /// Built-in Reno in the datapath (no agent).
 pub const NATIVE_RENO: &str = "native-reno";
 /// Built-in Cubic in the datapath (no agent).
@@ -64,9 +66,25 @@ const CCP: &[(&str, &str)] = &[
 
 /// Every scheme name, sorted.
 pub fn available() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = NATIVE.iter().chain(CCP).map(|(n, _)| *n).collect();
+    let mut v: Vec<&'static str> = NATIVE
+        .iter()
+        .chain(CCP)
+        .chain(selectors::SCHEMES)
+        .map(|(n, _)| *n)
+        .collect();
     v.sort_unstable();
     v
+}
+
+/// The schemes a scenario without a `schemes` list runs: every available one except the
+/// training-data generator `selector-explore`, and `selector-antelope` only when its models
+/// load.
+pub fn defaults() -> Vec<&'static str> {
+    available()
+        .into_iter()
+        .filter(|s| *s != selectors::EXPLORE)
+        .filter(|s| *s != selectors::ANTELOPE || selectors::models().is_ok())
+        .collect()
 }
 
 /// How a scheme runs in the simulator, or `None` if the name is unknown.
@@ -74,9 +92,15 @@ pub fn resolve(name: &str) -> Option<Scheme> {
     match name {
         NATIVE_RENO => Some(Scheme::Reno),
         NATIVE_CUBIC => Some(Scheme::Cubic),
-        _ if CCP.iter().any(|(n, _)| *n == name) => Some(Scheme::Ccp {
-            alg: name.to_string(),
-        }),
+        _ if CCP
+            .iter()
+            .chain(selectors::SCHEMES)
+            .any(|(n, _)| *n == name) =>
+        {
+            Some(Scheme::Ccp {
+                alg: name.to_string(),
+            })
+        }
         _ => None,
     }
 }
@@ -86,6 +110,7 @@ pub fn describe(name: &str) -> &'static str {
     NATIVE
         .iter()
         .chain(CCP)
+        .chain(selectors::SCHEMES)
         .find(|(n, _)| *n == name)
         .map_or("", |(_, d)| d)
 }
@@ -107,9 +132,18 @@ macro_rules! with_every_algorithm {
     };
 }
 
-/// A lock-step portus agent with every CCP algorithm registered.
-pub fn agent() -> LockstepAgent {
-    LockstepAgent::with_algorithms(|b| with_every_algorithm!(b).run())
+/// A lock-step portus agent with every CCP algorithm and the selector schemes registered,
+/// and the run's selector state (swap events, explore samples).
+pub fn agent() -> (LockstepAgent, RunSelectors) {
+    let (rein, antelope, explore, state) = selectors::build();
+    let agent = LockstepAgent::with_algorithms(move |b| {
+        with_every_algorithm!(b)
+            .additional_alg(rein)
+            .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(antelope)
+            .additional_alg(explore)
+            .run()
+    });
+    (agent, state)
 }
 
 /// Runs a portus agent with every CCP algorithm over unix sockets, bound to
@@ -143,7 +177,10 @@ mod tests {
             sample_interval_ns: 0,
             datapath: ccp_datapath::runtime::DatapathConfig::default(),
         };
-        let mut r = Simulation::new(cfg, Some(agent())).unwrap().run().unwrap();
+        let mut r = Simulation::new(cfg, Some(agent().0))
+            .unwrap()
+            .run()
+            .unwrap();
         r.flows.remove(0)
     }
 
@@ -161,6 +198,9 @@ mod tests {
                 "{name} ran exactly like the default algorithm: not registered?"
             );
         }
-        assert_eq!(available().len(), NATIVE.len() + CCP.len());
+        assert_eq!(
+            available().len(),
+            NATIVE.len() + CCP.len() + selectors::SCHEMES.len()
+        );
     }
 }

@@ -42,7 +42,7 @@ fn same_scenario_twice_gives_identical_results_csv() {
     let schemes: std::collections::BTreeSet<_> = rows.iter().map(|r| r.scheme.clone()).collect();
     assert_eq!(
         schemes.len(),
-        ccp_eval::schemes::available().len(),
+        ccp_eval::schemes::defaults().len(),
         "every scheme runs"
     );
     assert_eq!(rows.len(), s.conditions.len() * schemes.len());

@@ -69,6 +69,10 @@ pub struct AntelopeConfig {
     pub preferences: HashMap<u32, Mode>,
     /// How a unit's end is decided.
     pub choose: Choose,
+    /// Relative margin a candidate's predicted reward must beat the active candidate's by
+    /// before the policy asks for it (ours, not Antelope's: 0 is Antelope's plain argmax; the
+    /// regressors' noise otherwise makes a flow swap every few units).
+    pub min_gain: f64,
 }
 
 impl Default for AntelopeConfig {
@@ -81,6 +85,7 @@ impl Default for AntelopeConfig {
             default_start: "cubic".into(),
             preferences: HashMap::new(),
             choose: Choose::Predict,
+            min_gain: 0.1,
         }
     }
 }
@@ -96,21 +101,21 @@ pub struct Antelope {
 
 impl Antelope {
     /// Shared state deciding with `models`.
-    pub fn new(config: AntelopeConfig, models: ModelSet) -> Arc<Self> {
+    pub fn new(config: AntelopeConfig, models: Arc<ModelSet>) -> Arc<Self> {
         Self::build(config, models, false)
     }
 
     /// Like [`Antelope::new`], also keeping every finished unit's sample (online training and
     /// `gen-data`).
-    pub fn with_online(config: AntelopeConfig, models: ModelSet) -> Arc<Self> {
+    pub fn with_online(config: AntelopeConfig, models: Arc<ModelSet>) -> Arc<Self> {
         Self::build(config, models, true)
     }
 
-    fn build(config: AntelopeConfig, models: ModelSet, keep: bool) -> Arc<Self> {
+    fn build(config: AntelopeConfig, models: Arc<ModelSet>, keep: bool) -> Arc<Self> {
         let ip = IpTable::new(config.prefix_len, config.ip_alpha, config.max_prefixes);
         Arc::new(Self {
             config,
-            models: RwLock::new(Arc::new(models)),
+            models: RwLock::new(models),
             ip: Mutex::new(ip),
             samples: keep.then(|| Mutex::new(Vec::new())),
         })
@@ -221,12 +226,22 @@ impl AntelopePolicy {
                 models.predict(self.mode, &self.names, features, &mut self.scores);
                 let mut best = current;
                 for (i, s) in self.scores.iter().enumerate() {
-                    let cur = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
-                    if *s > cur {
+                    let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
+                    if *s > top {
                         best = i;
                     }
                 }
-                best
+                let now = self
+                    .scores
+                    .get(current)
+                    .copied()
+                    .unwrap_or(f64::NEG_INFINITY);
+                let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
+                if now.is_finite() && top - now <= self.shared.config.min_gain * now.abs() {
+                    current
+                } else {
+                    best
+                }
             }
             Choose::Explore { switch_prob } => {
                 self.scores.clear();

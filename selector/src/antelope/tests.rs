@@ -147,7 +147,7 @@ fn samples_csv_round_trips_and_names_the_bad_line() {
 fn the_policy_holds_within_a_unit_decides_at_its_end_and_learns_the_prefix() {
     let antelope = Antelope::with_online(
         AntelopeConfig::default(),
-        ModelSet::train(&synthetic(200), 20).unwrap(),
+        Arc::new(ModelSet::train(&synthetic(200), 20).unwrap()),
     );
     let ctx = FlowContext {
         dst_ip: 0x0A00_0005,
@@ -194,7 +194,7 @@ fn explore_asks_for_random_other_candidates() {
         choose: Choose::Explore { switch_prob: 1.0 },
         ..AntelopeConfig::default()
     };
-    let antelope = Antelope::with_online(cfg, ModelSet::default());
+    let antelope = Antelope::with_online(cfg, Arc::default());
     let mut p = antelope.policy(&FlowContext::for_candidates(&NAMES));
     let mut seen = [false; 3];
     for k in 0..60u64 {
@@ -217,7 +217,7 @@ fn explore_asks_for_random_other_candidates() {
 
 #[test]
 fn the_online_learner_refits_in_the_background() {
-    let antelope = Antelope::with_online(AntelopeConfig::default(), ModelSet::default());
+    let antelope = Antelope::with_online(AntelopeConfig::default(), Arc::default());
     {
         let mut sink = antelope.samples.as_ref().unwrap().lock().unwrap();
         sink.extend(synthetic(100));
