@@ -16,14 +16,15 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-# Antelope's reward models for `selector-antelope`: generated on the training scenario (disjoint
+# The learned selectors' models (`selector-antelope`, `selector-outcome`): generated on the training scenario (disjoint
 # from every evaluation scenario) and fitted, once; about 10 s.
-ANTELOPE_MODELS := eval/models/antelope/manifest.json
-$(ANTELOPE_MODELS):
+MODELS := eval/models/antelope/manifest.json eval/models/outcome/manifest.json
+$(MODELS):
 	$(CARGO) run --release -q -p ccp-eval -- gen-data antelope-train --out results/antelope-train
 	$(CARGO) run --release -q -p ccp-eval -- train antelope results/antelope-train --out eval/models/antelope
+	$(CARGO) run --release -q -p ccp-eval -- train outcome results/antelope-train --out eval/models/outcome
 
-models: deps $(ANTELOPE_MODELS)
+models: deps $(MODELS)
 
 run: deps models
 	$(CARGO) run --release -q -p ccp-eval -- run quick --out results/quick

@@ -85,9 +85,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         jobs: usize,
     },
-    /// Train a selection policy's models: `train antelope DIR --out models/antelope`.
+    /// Train a selection policy's models: `train antelope|outcome DIR --out eval/models/<policy>`.
     Train {
-        /// The policy (`antelope`).
+        /// The policy (`antelope` or `outcome`).
         policy: String,
         /// Directory (or file) with samples.csv from `gen-data`.
         data: PathBuf,
@@ -162,28 +162,25 @@ fn main() -> ExitCode {
                 Err(e) => return fail(2, &e),
             };
             match training::gen_data(&scenario, &out, jobs) {
-                Ok(n) => {
-                    println!("{n} samples: {}", out.join("samples.csv").display());
+                Ok(g) => {
+                    println!(
+                        "{} samples, {} outcome samples in {}",
+                        g.samples,
+                        g.outcome,
+                        out.display()
+                    );
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(1, &e),
             }
         }
-        Command::Train { policy, data, out } => {
-            if policy != "antelope" {
-                return fail(
-                    2,
-                    &format!("unknown policy `{policy}` (trainable here: antelope)"),
-                );
+        Command::Train { policy, data, out } => match training::train(&policy, &data, &out) {
+            Ok(summary) => {
+                println!("{summary}; written to {}", out.display());
+                ExitCode::SUCCESS
             }
-            match training::train_antelope(&data, &out) {
-                Ok(summary) => {
-                    println!("{summary}; written to {}", out.display());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(2, &e),
-            }
-        }
+            Err(e) => fail(2, &e),
+        },
     }
 }
 

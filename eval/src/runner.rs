@@ -51,9 +51,9 @@ pub enum RunError {
     /// A scheme name nobody knows.
     #[error("unknown scheme `{0}` (see `ccp-eval list`)")]
     UnknownScheme(String),
-    /// `selector-antelope` without usable models.
-    #[error("selector-antelope: {0}")]
-    Models(String),
+    /// A learned selector without usable models.
+    #[error("{0}: {1}")]
+    Models(String, String),
     /// A malformed shard.
     #[error("bad shard {0}/{1}: need 0 <= I < N")]
     BadShard(usize, usize),
@@ -102,10 +102,10 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
         if schemes::resolve(s).is_none() {
             return Err(RunError::UnknownScheme(s.clone()));
         }
-        if s == selectors::ANTELOPE
-            && let Err(e) = selectors::models()
+        if let Some(objective) = selectors::objective_of(s)
+            && let Err(e) = selectors::models(objective)
         {
-            return Err(RunError::Models(e));
+            return Err(RunError::Models(s.clone(), e));
         }
     }
     if let Some((k, n)) = opts.shard
@@ -433,7 +433,7 @@ fn swap_rows(
     cond: &Condition,
     job: &Job,
 ) -> Vec<SwapRow> {
-    s.keep_samples();
+    s.keep_samples(&cond.id, job.seed);
     s.log
         .swap_events()
         .into_iter()

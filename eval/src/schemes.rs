@@ -77,13 +77,13 @@ pub fn available() -> Vec<&'static str> {
 }
 
 /// The schemes a scenario without a `schemes` list runs: every available one except the
-/// training-data generator `selector-explore`, and `selector-antelope` only when its models
-/// load.
+/// training-data generator `selector-explore`, and the learned selectors only when their
+/// models load.
 pub fn defaults() -> Vec<&'static str> {
     available()
         .into_iter()
         .filter(|s| *s != selectors::EXPLORE)
-        .filter(|s| *s != selectors::ANTELOPE || selectors::models().is_ok())
+        .filter(|s| selectors::objective_of(s).is_none_or(|o| selectors::models(o).is_ok()))
         .collect()
 }
 
@@ -135,12 +135,13 @@ macro_rules! with_every_algorithm {
 /// A lock-step portus agent with every CCP algorithm and the selector schemes registered,
 /// and the run's selector state (swap events, explore samples).
 pub fn agent() -> (LockstepAgent, RunSelectors) {
-    let (rein, antelope, explore, state) = selectors::build();
+    let (s, state) = selectors::build();
     let agent = LockstepAgent::with_algorithms(move |b| {
         with_every_algorithm!(b)
-            .additional_alg(rein)
-            .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(antelope)
-            .additional_alg(explore)
+            .additional_alg(s.rein)
+            .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
+            .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
+            .additional_alg(s.explore)
             .run()
     });
     (agent, state)

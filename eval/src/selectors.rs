@@ -17,6 +17,7 @@ use ccp_algorithms::{
     AlgorithmConfig, BbrConfig, C2tcpConfig, CopaConfig, CubicConfig, DynAlgorithmConfig,
     IllinoisConfig, RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
 };
+use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
 use ccp_selector::antelope::{Antelope, AntelopeConfig, Choose, ModelSet, Sample};
 use ccp_selector::{
     FlowContext, HysteresisConfig, ReinPolicy, Selector, SelectorFlow, SelectorLog, StaticPolicy,
@@ -28,6 +29,9 @@ use portus::{CongAlg, Datapath, DatapathInfo};
 pub const REIN: &str = "selector-rein";
 /// Scheme: the selector with Antelope's learned reward models.
 pub const ANTELOPE: &str = "selector-antelope";
+/// Scheme: the selector with our outcome models (each candidate's whole-flow reward on the
+/// path the flow has seen so far).
+pub const OUTCOME: &str = "selector-outcome";
 /// Scheme: the selector switching at random per data unit, keeping training samples.
 pub const EXPLORE: &str = "selector-explore";
 
@@ -37,6 +41,10 @@ pub const SCHEMES: &[(&str, &str)] = &[
     (
         ANTELOPE,
         "CCP: selector over the nine, Antelope's per-candidate GBDT reward models",
+    ),
+    (
+        OUTCOME,
+        "CCP: selector over the nine, per-candidate whole-flow reward models (ours)",
     ),
     (
         EXPLORE,
@@ -78,24 +86,53 @@ pub fn name_of(i: usize) -> &'static str {
     NAMES.get(i).copied().unwrap_or("?")
 }
 
-/// Where `selector-antelope` reads its models.
-pub fn models_dir() -> PathBuf {
-    std::env::var_os("CCP_ANTELOPE_MODELS").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/antelope"),
+/// Where the models of `objective` (`antelope` or `outcome`) are read from:
+/// `$CCP_ANTELOPE_MODELS` / `$CCP_OUTCOME_MODELS`, else `eval/models/<objective>`.
+pub fn models_dir(objective: &str) -> PathBuf {
+    let var = format!("CCP_{}_MODELS", objective.to_uppercase());
+    std::env::var_os(var).map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("models")
+                .join(objective)
+        },
         PathBuf::from,
     )
 }
 
-/// The Antelope models, loaded once per process (an error says why they cannot be used).
-pub fn models() -> Result<Arc<ModelSet>, String> {
-    static MODELS: OnceLock<Result<Arc<ModelSet>, String>> = OnceLock::new();
-    MODELS
-        .get_or_init(|| {
-            ModelSet::load(&models_dir())
-                .map(Arc::new)
-                .map_err(|e| format!("{e} (train with `ccp-eval train antelope`)"))
-        })
-        .clone()
+/// The models of `objective`, loaded once per process (an error says why they cannot be used).
+pub fn models(objective: &str) -> Result<Arc<ModelSet>, String> {
+    type Slot = OnceLock<Result<Arc<ModelSet>, String>>;
+    static ANTELOPE: Slot = OnceLock::new();
+    static OUTCOME_MODELS: Slot = OnceLock::new();
+    let slot = if objective == OBJECTIVE_OUTCOME {
+        &OUTCOME_MODELS
+    } else {
+        &ANTELOPE
+    };
+    slot.get_or_init(|| {
+        let dir = models_dir(objective);
+        let hint = format!("(train with `ccp-eval gen-data antelope-train` and `ccp-eval train {objective}`, or `make models`)");
+        match ModelSet::load(&dir) {
+            Ok(m) if m.objective == objective => Ok(Arc::new(m)),
+            Ok(m) => Err(format!(
+                "{}: models predict `{}`, not `{objective}` {hint}",
+                dir.display(),
+                m.objective
+            )),
+            Err(e) => Err(format!("{e} {hint}")),
+        }
+    })
+    .clone()
+}
+
+/// The model objective a scheme needs, if any.
+pub fn objective_of(scheme: &str) -> Option<&'static str> {
+    match scheme {
+        ANTELOPE => Some(OBJECTIVE_ANTELOPE),
+        OUTCOME => Some(OBJECTIVE_OUTCOME),
+        _ => None,
+    }
 }
 
 /// Names a selector scheme for portus.
@@ -117,6 +154,7 @@ macro_rules! scheme_name {
 scheme_name!(ReinName, REIN);
 scheme_name!(AntelopeName, ANTELOPE);
 scheme_name!(ExploreName, EXPLORE);
+scheme_name!(OutcomeName, OUTCOME);
 
 /// A [`Selector`] registered under `N::NAME`.
 pub struct Named<N>(Selector, PhantomData<N>);
@@ -153,13 +191,30 @@ pub struct RunSelectors {
     pub explore: Option<Arc<Antelope>>,
 }
 
-/// Builds the three selector schemes for one run.
-pub fn build() -> (
-    Named<ReinName>,
-    Option<Named<AntelopeName>>,
-    Named<ExploreName>,
-    RunSelectors,
-) {
+/// The selector schemes of one run.
+pub struct RunSchemes {
+    /// `selector-rein`.
+    pub rein: Named<ReinName>,
+    /// `selector-antelope` (if its models load).
+    pub antelope: Option<Named<AntelopeName>>,
+    /// `selector-outcome` (if its models load).
+    pub outcome: Option<Named<OutcomeName>>,
+    /// `selector-explore`.
+    pub explore: Named<ExploreName>,
+}
+
+/// A selector deciding with Antelope's policy machinery over `models`.
+fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>) -> Selector {
+    let shared = Antelope::new(AntelopeConfig::default(), models);
+    Selector::new(
+        candidates(),
+        Arc::new(move |ctx: &FlowContext<'_>| Box::new(shared.policy(ctx)) as _),
+    )
+    .with_log(log.clone())
+}
+
+/// Builds the selector schemes for one run.
+pub fn build() -> (RunSchemes, RunSelectors) {
     // Decisions are kept off the trace (one per report); swaps are recorded.
     let log = Arc::new(SelectorLog::new(true));
     let rein = Selector::new(
@@ -172,16 +227,12 @@ pub fn build() -> (
         ),
     )
     .with_log(log.clone());
-    let antelope = models().ok().map(|m| {
-        let shared = Antelope::new(AntelopeConfig::default(), m);
-        Named::new(
-            Selector::new(
-                candidates(),
-                Arc::new(move |ctx: &FlowContext<'_>| Box::new(shared.policy(ctx)) as _),
-            )
-            .with_log(log.clone()),
-        )
-    });
+    let antelope = models(OBJECTIVE_ANTELOPE)
+        .ok()
+        .map(|m| Named::new(learned(m, &log)));
+    let outcome = models(OBJECTIVE_OUTCOME)
+        .ok()
+        .map(|m| Named::new(learned(m, &log)));
     let explore_cfg = AntelopeConfig {
         choose: Choose::Explore {
             switch_prob: EXPLORE_SWITCH_PROB,
@@ -197,9 +248,12 @@ pub fn build() -> (
     .with_hysteresis(HysteresisConfig::none())
     .with_log(log.clone());
     (
-        Named::new(rein),
-        antelope,
-        Named::new(explore_sel),
+        RunSchemes {
+            rein: Named::new(rein),
+            antelope,
+            outcome,
+            explore: Named::new(explore_sel),
+        },
         RunSelectors {
             log,
             explore: Some(explore),
@@ -207,22 +261,26 @@ pub fn build() -> (
     )
 }
 
+/// A training sample and the run it came from: (condition id, seed, sample).
+pub type RunSample = (String, u64, Sample);
+
 /// Samples gathered by `selector-explore` runs in this process (for `gen-data`).
-pub fn gathered() -> &'static Mutex<Vec<Sample>> {
-    static SAMPLES: OnceLock<Mutex<Vec<Sample>>> = OnceLock::new();
+pub fn gathered() -> &'static Mutex<Vec<RunSample>> {
+    static SAMPLES: OnceLock<Mutex<Vec<RunSample>>> = OnceLock::new();
     SAMPLES.get_or_init(|| Mutex::new(Vec::new()))
 }
 
 impl RunSelectors {
-    /// Moves the explore samples of this run into [`gathered`].
-    pub fn keep_samples(&self) {
+    /// Moves the explore samples of this run (condition `condition`, seed `seed`) into
+    /// [`gathered`].
+    pub fn keep_samples(&self, condition: &str, seed: u64) {
         if let Some(a) = &self.explore {
             let s = a.take_samples();
             if !s.is_empty() {
                 gathered()
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .extend(s);
+                    .extend(s.into_iter().map(|x| (condition.to_string(), seed, x)));
             }
         }
     }

@@ -1,29 +1,66 @@
-//! `ccp-eval gen-data` and `ccp-eval train antelope`: Antelope's offline training loop.
+//! `ccp-eval gen-data` and `ccp-eval train`: offline training of the learned selectors.
 //!
-//! `gen-data` runs a scenario's conditions with `selector-explore` (flows start on Cubic and
-//! switch to a random candidate at the end of a data unit with probability 0.3) and writes
-//! every (features of unit t, candidate of unit t+1, reward of unit t+1 per mode) tuple to
-//! `samples.csv`. `train antelope` fits one regressor per candidate and mode on those samples
-//! and writes a versioned model set (`ccp_selector::antelope::model`).
+//! `gen-data` runs a scenario twice:
+//! 1. with `selector-explore` (flows start on Cubic and switch to a random candidate at the end
+//!    of a data unit with probability 0.3; Antelope's offline training) and writes every
+//!    (features of unit t, candidate of unit t+1, Antelope reward of unit t+1 per mode) tuple
+//!    to `samples.csv`;
+//! 2. with each of the nine candidates alone, and writes `outcome.csv`: for every explore
+//!    sample's features (the path as seen so far, under whichever candidate ran) and every
+//!    candidate c, c's whole-flow TCP-RL reward in that condition and seed (stored under every
+//!    mode). This is the training set of our `outcome` policy.
+//!
+//! `train antelope|outcome DIR --out MODELS` fits one regressor per candidate (and mode, for
+//! Antelope) and writes a versioned model set (`ccp_selector::antelope::model`).
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::PoisonError;
 
-use ccp_selector::antelope::{ModelSet, Sample, samples};
+use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
+use ccp_selector::antelope::{Mode, ModelSet, Sample, samples};
 
 use crate::runner::{self, RunOptions};
 use crate::scenario::Scenario;
-use crate::selectors;
+use crate::selectors::{self, RunSample};
 
-/// Runs `scenario` under `selector-explore` and writes `out/samples.csv`; returns the number
-/// of samples.
-pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<usize, String> {
-    let opts = RunOptions {
+/// Data-unit size of the generated samples (Antelope's N).
+const ACKS_PER_UNIT: u32 = 20;
+/// Every k-th explore sample becomes outcome samples (nine each), to bound the set's size.
+const OUTCOME_STRIDE: usize = 2;
+
+/// What `gen-data` wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct GenData {
+    /// Rows of `samples.csv`.
+    pub samples: usize,
+    /// Rows of `outcome.csv`.
+    pub outcome: usize,
+}
+
+fn options(jobs: usize, schemes: Vec<String>) -> RunOptions {
+    RunOptions {
         jobs,
-        schemes: Some(vec![selectors::EXPLORE.to_string()]),
+        schemes: Some(schemes),
         progress: true,
         ..RunOptions::default()
-    };
+    }
+}
+
+fn write_samples(path: &Path, rows: &[Sample]) -> Result<(), String> {
+    let mut text = samples::header();
+    for s in rows {
+        text.push('\n');
+        samples::write_line(&mut text, s);
+    }
+    text.push('\n');
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Runs `scenario` as described in the module doc and writes `out/samples.csv` and
+/// `out/outcome.csv`.
+pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData, String> {
+    let opts = options(jobs, vec![selectors::EXPLORE.to_string()]);
     let plan = runner::plan(scenario, &opts).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     selectors::gathered()
@@ -34,52 +71,89 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<usize, S
     if output.failed > 0 {
         return Err(format!("{} of {} runs failed", output.failed, output.runs));
     }
-    let mut all: Vec<Sample> = std::mem::take(
+    let mut all: Vec<RunSample> = std::mem::take(
         &mut *selectors::gathered()
             .lock()
             .unwrap_or_else(PoisonError::into_inner),
     );
-    // Runs finish in any order; sort so the file is the same for the same scenario.
+    // Runs finish in any order; sort so the files are the same for the same scenario.
     all.sort_by(|a, b| {
-        a.next_cca
-            .cmp(&b.next_cca)
+        (&a.0, a.1, &a.2.next_cca)
+            .cmp(&(&b.0, b.1, &b.2.next_cca))
             .then_with(|| {
-                a.features
-                    .partial_cmp(&b.features)
+                a.2.features
+                    .partial_cmp(&b.2.features)
                     .unwrap_or(std::cmp::Ordering::Equal)
             })
             .then_with(|| {
-                a.rewards
-                    .partial_cmp(&b.rewards)
+                a.2.rewards
+                    .partial_cmp(&b.2.rewards)
                     .unwrap_or(std::cmp::Ordering::Equal)
             })
     });
-    let mut text = samples::header();
-    for s in &all {
-        text.push('\n');
-        samples::write_line(&mut text, s);
+    let plain: Vec<Sample> = all.iter().map(|(_, _, s)| s.clone()).collect();
+    write_samples(&out.join("samples.csv"), &plain)?;
+
+    // Every candidate alone on the same conditions and seeds: its whole-flow reward.
+    let names: Vec<String> = (0..9).map(|i| selectors::name_of(i).to_string()).collect();
+    let opts = options(jobs, names.clone());
+    let plan = runner::plan(scenario, &opts).map_err(|e| e.to_string())?;
+    let output = runner::run(scenario, &plan, &opts);
+    let mut reward: HashMap<(&str, u64, &str), f64> = HashMap::new();
+    for r in output
+        .rows
+        .iter()
+        .filter(|r| r.role == "main" && r.status == "ok")
+    {
+        if r.reward.is_finite() {
+            reward.insert((r.condition.as_str(), r.seed, r.scheme.as_str()), r.reward);
+        }
     }
-    text.push('\n');
-    let path = out.join("samples.csv");
-    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(all.len())
+    let mut outcome = Vec::new();
+    for (cond, seed, s) in all.iter().step_by(OUTCOME_STRIDE) {
+        for c in &names {
+            if let Some(r) = reward.get(&(cond.as_str(), *seed, c.as_str())) {
+                outcome.push(Sample {
+                    features: s.features,
+                    next_cca: c.clone(),
+                    rewards: [*r; 3],
+                });
+            }
+        }
+    }
+    write_samples(&out.join("outcome.csv"), &outcome)?;
+    Ok(GenData {
+        samples: plain.len(),
+        outcome: outcome.len(),
+    })
 }
 
-/// Fits Antelope's models on `data/samples.csv` and writes them to `out`; returns a summary.
-pub fn train_antelope(data: &Path, out: &Path) -> Result<String, String> {
+/// Fits the models of `objective` (`antelope` on `DATA/samples.csv`, `outcome` on
+/// `DATA/outcome.csv`; `data` may also name the file) and writes them to `out`; returns a
+/// summary.
+pub fn train(objective: &str, data: &Path, out: &Path) -> Result<String, String> {
+    let (file, modes): (&str, &[Mode]) = match objective {
+        OBJECTIVE_ANTELOPE => ("samples.csv", &Mode::ALL),
+        OBJECTIVE_OUTCOME => ("outcome.csv", &[Mode::Default]),
+        other => {
+            return Err(format!(
+                "unknown policy `{other}` (trainable: antelope, outcome)"
+            ));
+        }
+    };
     let path = if data.is_dir() {
-        data.join("samples.csv")
+        data.join(file)
     } else {
         data.to_path_buf()
     };
     let samples = samples::read(&path).map_err(|e| e.to_string())?;
-    let set = ModelSet::train(&samples, 20).map_err(|e| e.to_string())?;
+    let set = ModelSet::train_for(&samples, ACKS_PER_UNIT, objective, modes)
+        .map_err(|e| e.to_string())?;
     set.save(out).map_err(|e| e.to_string())?;
-    let mode = ccp_selector::antelope::Mode::Default;
     let models: Vec<String> = set
-        .candidates(mode)
+        .candidates(Mode::Default)
         .iter()
-        .map(|c| format!("{c} ({})", set.samples(mode, c)))
+        .map(|c| format!("{c} ({})", set.samples(Mode::Default, c)))
         .collect();
     Ok(format!(
         "{} samples; models: {}",

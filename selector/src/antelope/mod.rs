@@ -62,8 +62,8 @@ pub struct AntelopeConfig {
     pub ip_alpha: f64,
     /// Prefixes remembered at most.
     pub max_prefixes: usize,
-    /// Candidate a flow starts on when its prefix is unknown (by name; the first candidate if
-    /// it is not among them).
+    /// Candidate a flow starts on when its prefix is unknown and the models name no start
+    /// candidate (by name; the first candidate if it is not among them).
     pub default_start: String,
     /// Preference mode per destination port; other ports use [`Mode::Default`].
     pub preferences: HashMap<u32, Mode>,
@@ -165,10 +165,12 @@ impl Antelope {
             .copied()
             .unwrap_or_default();
         let names = ctx.candidates.to_vec();
+        let position = |n: &str| names.iter().position(|c| *c == n);
         let initial = self
             .predict_start(ctx.dst_ip)
-            .and_then(|n| names.iter().position(|c| *c == n))
-            .or_else(|| names.iter().position(|c| *c == self.config.default_start))
+            .and_then(position)
+            .or_else(|| self.models().start_candidate.as_deref().and_then(position))
+            .or_else(|| position(&self.config.default_start))
             .unwrap_or(0);
         let seed = (u64::from(ctx.sock_id) << 32 | u64::from(ctx.dst_ip))
             ^ u64::from(ctx.dst_port).wrapping_mul(0x9E37_79B9_7F4A_7C15);

@@ -91,9 +91,16 @@ pub enum ModelError {
 struct Manifest {
     format: String,
     format_version: u32,
+    /// What the models predict: `antelope` (next unit's reward) or `outcome` (the whole
+    /// flow's TCP-RL reward on this path).
+    #[serde(default = "antelope_objective")]
+    objective: String,
     feature_schema: u32,
     features: Vec<String>,
     acks_per_unit: u32,
+    /// The candidate with the highest mean label (default mode) in the training set.
+    #[serde(default)]
+    start_candidate: Option<String>,
     trees: usize,
     depth: usize,
     /// mode name -> candidate -> booster file (relative to the directory).
@@ -102,6 +109,15 @@ struct Manifest {
     samples: BTreeMap<String, BTreeMap<String, usize>>,
 }
 
+fn antelope_objective() -> String {
+    OBJECTIVE_ANTELOPE.into()
+}
+
+/// Objective of models predicting the next data unit's Antelope reward.
+pub const OBJECTIVE_ANTELOPE: &str = "antelope";
+/// Objective of models predicting a candidate's whole-flow TCP-RL reward on the observed path.
+pub const OBJECTIVE_OUTCOME: &str = "outcome";
+
 /// Every reward model of one deployment: per mode, per candidate name.
 #[derive(Default)]
 pub struct ModelSet {
@@ -109,6 +125,11 @@ pub struct ModelSet {
     samples: BTreeMap<Mode, BTreeMap<String, usize>>,
     /// Data-unit size the models were trained with.
     pub acks_per_unit: u32,
+    /// What the models predict ([`OBJECTIVE_ANTELOPE`] or [`OBJECTIVE_OUTCOME`]).
+    pub objective: String,
+    /// The candidate with the highest mean label (default mode) in the training set: where a
+    /// flow starts when nothing is known about its destination.
+    pub start_candidate: Option<String>,
 }
 
 impl std::fmt::Debug for ModelSet {
@@ -132,19 +153,37 @@ impl ModelSet {
             .insert(cca.to_string(), n);
     }
 
-    /// Fits one booster per (mode, candidate) with at least [`MIN_SAMPLES`] samples.
+    /// Fits one booster per (mode, candidate) with at least [`MIN_SAMPLES`] samples, for
+    /// Antelope's objective.
     pub fn train(samples: &[Sample], acks_per_unit: u32) -> Result<Self, ModelError> {
+        Self::train_for(samples, acks_per_unit, OBJECTIVE_ANTELOPE, &Mode::ALL)
+    }
+
+    /// Fits one booster per candidate for each of `modes`, labelled with `objective`.
+    pub fn train_for(
+        samples: &[Sample],
+        acks_per_unit: u32,
+        objective: &str,
+        modes: &[Mode],
+    ) -> Result<Self, ModelError> {
         let mut by_cca: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
         for s in samples {
             by_cca.entry(s.next_cca.as_str()).or_default().push(s);
         }
         let mut set = Self {
             acks_per_unit,
+            objective: objective.to_string(),
             ..Self::default()
         };
+        let mut best_mean = f64::NEG_INFINITY;
         for (cca, rows) in by_cca {
             if rows.len() < MIN_SAMPLES {
                 continue;
+            }
+            let mean = rows.iter().map(|s| s.rewards[0]).sum::<f64>() / rows.len() as f64;
+            if mean > best_mean {
+                best_mean = mean;
+                set.start_candidate = Some(cca.to_string());
             }
             // Column-major feature matrix.
             let n = rows.len();
@@ -155,7 +194,7 @@ impl ModelSet {
                 }
             }
             let matrix = Matrix::new(&data, n, FEATURE_NAMES.len());
-            for mode in Mode::ALL {
+            for &mode in modes {
                 let y: Vec<f64> = rows.iter().map(|s| s.rewards[mode as usize]).collect();
                 let mut b = GradientBooster::default()
                     .set_objective_type(ObjectiveType::SquaredLoss)
@@ -229,9 +268,11 @@ impl ModelSet {
         let mut manifest = Manifest {
             format: "antelope-models".into(),
             format_version: MODEL_FORMAT_VERSION,
+            objective: self.objective.clone(),
             feature_schema: FEATURE_SCHEMA_VERSION,
             features: FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect(),
             acks_per_unit: self.acks_per_unit,
+            start_candidate: self.start_candidate.clone(),
             trees: TREES,
             depth: DEPTH,
             models: BTreeMap::new(),
@@ -316,6 +357,8 @@ impl ModelSet {
         }
         let mut set = Self {
             acks_per_unit: manifest.acks_per_unit,
+            objective: manifest.objective.clone(),
+            start_candidate: manifest.start_candidate.clone(),
             ..Self::default()
         };
         for (mode_name, files) in &manifest.models {
