@@ -32,4 +32,6 @@ pub mod selector;
 
 pub use hysteresis::{Hysteresis, HysteresisConfig};
 pub use policy::{Decision, EveryN, Features, ReinPolicy, SelectionPolicy, StaticPolicy};
-pub use selector::{Event, EventKind, Selector, SelectorFlow, SelectorLog};
+pub use selector::{
+    Event, EventKind, PolicyFactory, PolicyHandle, Selector, SelectorFlow, SelectorLog,
+};
