@@ -29,7 +29,7 @@ const FLOWS: u32 = 8;
 const WINDOW: u64 = 8;
 const STALL: Duration = Duration::from_millis(5);
 
-struct Agent(Child);
+struct Agent(Child, PathBuf);
 
 impl Agent {
     fn spawn(alg: &str, config: &Path, name: &str) -> BoxResult<Self> {
@@ -48,7 +48,7 @@ impl Agent {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Ok(Self(child))
+        Ok(Self(child, sock))
     }
 }
 
@@ -56,6 +56,7 @@ impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.1);
     }
 }
 

@@ -32,6 +32,7 @@ type Dp = Datapath<UnixTransport, MonotonicClock>;
 struct Agent {
     child: Child,
     stderr: Arc<Mutex<Vec<String>>>,
+    sock: PathBuf,
 }
 
 impl Agent {
@@ -62,7 +63,11 @@ impl Agent {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        Self { child, stderr }
+        Self {
+            child,
+            stderr,
+            sock,
+        }
     }
 
     fn sighup(&self) {
@@ -99,6 +104,7 @@ impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.sock);
     }
 }
 
