@@ -35,4 +35,6 @@ pub use hysteresis::{Hysteresis, HysteresisConfig};
 pub use policy::{
     Decision, EveryN, Explanation, Features, FlowContext, ReinPolicy, SelectionPolicy, StaticPolicy,
 };
-pub use selector::{Event, EventKind, PolicyFactory, Selector, SelectorFlow, SelectorLog};
+pub use selector::{
+    Event, EventKind, PolicyFactory, PolicyHandle, Selector, SelectorFlow, SelectorLog,
+};

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use ccp_algorithms::programs::ProgramSpec;
 use ccp_algorithms::{
@@ -111,11 +111,51 @@ impl SelectorLog {
 /// Builds a fresh policy for each flow, from what is known about the flow at its start.
 pub type PolicyFactory = Arc<dyn Fn(&FlowContext<'_>) -> Box<dyn SelectionPolicy> + Send + Sync>;
 
+/// The policy factory and hysteresis new flows are built with, replaceable while flows run
+/// (an agent reloading its config): flows already running keep what they were built with.
+#[derive(Clone)]
+pub struct PolicyHandle {
+    slot: Arc<RwLock<(PolicyFactory, HysteresisConfig)>>,
+}
+
+impl std::fmt::Debug for PolicyHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyHandle")
+            .field("hysteresis", &self.get().1)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PolicyHandle {
+    /// A slot holding `policy` and `hysteresis`.
+    pub fn new(policy: PolicyFactory, hysteresis: HysteresisConfig) -> Self {
+        Self {
+            slot: Arc::new(RwLock::new((policy, hysteresis))),
+        }
+    }
+
+    /// Replaces both for every flow created from now on.
+    pub fn replace(&self, policy: PolicyFactory, hysteresis: HysteresisConfig) {
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = (policy, hysteresis);
+    }
+
+    /// The current factory and hysteresis (a poisoned lock still holds a complete pair).
+    pub fn get(&self) -> (PolicyFactory, HysteresisConfig) {
+        self.slot
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_hysteresis(&self, hysteresis: HysteresisConfig) {
+        self.slot.write().unwrap_or_else(PoisonError::into_inner).1 = hysteresis;
+    }
+}
+
 /// The meta-selector: portus algorithm `selector`.
 pub struct Selector {
     candidates: Arc<Vec<Box<dyn DynAlgorithmConfig>>>,
-    policy: PolicyFactory,
-    hysteresis: HysteresisConfig,
+    policy: PolicyHandle,
     log: Arc<SelectorLog>,
 }
 
@@ -123,7 +163,7 @@ impl std::fmt::Debug for Selector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Selector")
             .field("candidates", &self.names())
-            .field("hysteresis", &self.hysteresis)
+            .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
@@ -134,17 +174,28 @@ impl Selector {
     pub fn new(candidates: Vec<Box<dyn DynAlgorithmConfig>>, policy: PolicyFactory) -> Self {
         Self {
             candidates: Arc::new(candidates),
-            policy,
-            hysteresis: HysteresisConfig::default(),
+            policy: PolicyHandle::new(policy, HysteresisConfig::default()),
             log: Arc::new(SelectorLog::new(true)),
         }
     }
 
     /// Replaces the hysteresis parameters.
     #[must_use]
-    pub fn with_hysteresis(mut self, hysteresis: HysteresisConfig) -> Self {
-        self.hysteresis = hysteresis;
+    pub fn with_hysteresis(self, hysteresis: HysteresisConfig) -> Self {
+        self.policy.set_hysteresis(hysteresis);
         self
+    }
+
+    /// Takes policy and hysteresis from `handle` (shared with whoever replaces them later).
+    #[must_use]
+    pub fn with_policy_handle(mut self, handle: PolicyHandle) -> Self {
+        self.policy = handle;
+        self
+    }
+
+    /// The slot new flows read their policy factory and hysteresis from.
+    pub fn policy_handle(&self) -> PolicyHandle {
+        self.policy.clone()
     }
 
     /// Replaces the shared log (e.g. one that records no events).
@@ -201,7 +252,8 @@ impl<I: Ipc> CongAlg<I> for Selector {
         let start = flow_start(&info);
         self.log.flows.fetch_add(1, Ordering::Relaxed);
         let names = self.names();
-        let policy = (self.policy)(&FlowContext {
+        let (factory, hysteresis) = self.policy.get();
+        let policy = factory(&FlowContext {
             candidates: &names,
             sock_id: info.sock_id,
             dst_ip: info.dst_ip,
@@ -216,7 +268,7 @@ impl<I: Ipc> CongAlg<I> for Selector {
             names,
             current,
             policy,
-            hysteresis: Hysteresis::new(self.hysteresis, 0),
+            hysteresis: Hysteresis::new(hysteresis, 0),
             reports: 0,
             log: self.log.clone(),
         };

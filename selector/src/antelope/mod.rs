@@ -85,7 +85,7 @@ impl Default for AntelopeConfig {
             default_start: "cubic".into(),
             preferences: HashMap::new(),
             choose: Choose::Predict,
-            min_gain: 0.1,
+            min_gain: 0.3,
         }
     }
 }

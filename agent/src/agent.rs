@@ -1,0 +1,433 @@
+//! The running agent: its reloadable state, the algorithm registry, the SIGHUP watcher and the
+//! portus run loop over each IPC.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use ccp_algorithms::{
+    BbrConfig, C2tcpConfig, Ccp, CopaConfig, CubicConfig, DynAlgorithmConfig, IllinoisConfig,
+    RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
+};
+use ccp_selector::{PolicyHandle, Selector, SelectorLog};
+use portus::ipc::{BackendBuilder, Blocking, Ipc};
+use portus::{CongAlg, Datapath, DatapathInfo, Flow};
+use tracing::{info, warn};
+
+use crate::config::{ALGORITHMS, Config, ConfigError, IpByteOrder, Preferences};
+use crate::iw::{IwSource, WithIw};
+use crate::policies::{self, PolicyContext, PolicyError};
+
+/// Name of the selector algorithm, as `--alg` and datapaths ask for it.
+pub const SELECTOR: &str = "selector";
+
+/// How the agent talks to the datapath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IpcKind {
+    /// Unix datagram socket bound at `/tmp/ccp/<name>` (userspace datapaths, this project's
+    /// runtime and eBPF datapath).
+    Unix,
+    /// Netlink (ccp-kernel built with netlink IPC).
+    Netlink,
+    /// Character device `/dev/ccpkp` (ccp-kernel built with the char device IPC).
+    Char,
+}
+
+impl IpcKind {
+    /// How this IPC's datapaths usually encode addresses in CREATE.
+    pub fn default_ip_byte_order(self) -> IpByteOrder {
+        match self {
+            Self::Unix => IpByteOrder::Host,
+            Self::Netlink | Self::Char => IpByteOrder::Network,
+        }
+    }
+}
+
+/// Why the agent cannot start or reload.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The config file is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The policy cannot be built from it.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// `--alg` names no algorithm.
+    #[error("--alg: unknown algorithm {0:?} (known: {known}, selector)", known = ALGORITHMS.join(", "))]
+    UnknownAlg(String),
+    /// portus failed (socket, IPC).
+    #[error("portus: {0}")]
+    Portus(String),
+}
+
+impl From<portus::Error> for AgentError {
+    fn from(e: portus::Error) -> Self {
+        Self::Portus(e.0)
+    }
+}
+
+/// The state new flows read, shared by the run loop and the reload thread. Flows already
+/// running keep what they were built with.
+#[derive(Debug, Clone)]
+pub struct AgentState {
+    config_path: PathBuf,
+    default_order: IpByteOrder,
+    candidates: Vec<&'static str>,
+    policy: PolicyHandle,
+    iw: IwSource,
+    preferences: Arc<RwLock<Preferences>>,
+}
+
+/// A config with its policy built: what a (re)load produces before anything is replaced.
+struct Loaded {
+    config: Config,
+    factory: ccp_selector::PolicyFactory,
+}
+
+impl AgentState {
+    /// Loads `config_path`; `ipc` decides how addresses are read unless the config says.
+    pub fn load(config_path: &Path, ipc: IpcKind) -> Result<Self, AgentError> {
+        let config = Config::load(config_path)?;
+        let candidates = config.candidates.clone();
+        let loaded = Self::build(config, &candidates)?;
+        let state = Self {
+            config_path: config_path.to_path_buf(),
+            default_order: ipc.default_ip_byte_order(),
+            candidates,
+            policy: PolicyHandle::new(loaded.factory.clone(), loaded.config.hysteresis),
+            iw: IwSource::default(),
+            preferences: Arc::default(),
+        };
+        state.install(loaded);
+        Ok(state)
+    }
+
+    fn build(config: Config, candidates: &[&'static str]) -> Result<Loaded, AgentError> {
+        let factory = policies::build(
+            &config.policy,
+            &PolicyContext {
+                candidates,
+                models: config.models.as_deref(),
+                preferences: &config.preferences,
+            },
+        )?;
+        Ok(Loaded { config, factory })
+    }
+
+    fn install(&self, loaded: Loaded) {
+        let Loaded { config, factory } = loaded;
+        self.policy.replace(factory, config.hysteresis);
+        self.iw.replace(
+            config
+                .iw
+                .map(|iw| (iw.table, iw.ip_byte_order.unwrap_or(self.default_order))),
+        );
+        *self
+            .preferences
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = config.preferences;
+    }
+
+    /// Re-reads the config file and its models; on any error nothing changes. The selector's
+    /// candidates are fixed at start (their programs are registered with the datapath then):
+    /// a reload that changes them applies everything else and says so.
+    pub fn reload(&self) -> Result<(), AgentError> {
+        let config = Config::load(&self.config_path)?;
+        if config.candidates != self.candidates {
+            warn!(
+                running = ?self.candidates,
+                configured = ?config.candidates,
+                "selector.candidates changed: takes effect at the next start"
+            );
+        }
+        let loaded = Self::build(config, &self.candidates)?;
+        self.install(loaded);
+        Ok(())
+    }
+
+    /// The preference mode for flows to `dst_port`, as configured now.
+    pub fn preference(&self, dst_port: u16) -> crate::config::Preference {
+        self.preferences
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .for_port(dst_port)
+    }
+
+    /// Where new flows get their IW.
+    pub fn iw(&self) -> &IwSource {
+        &self.iw
+    }
+
+    /// The selector's policy slot.
+    pub fn policy(&self) -> &PolicyHandle {
+        &self.policy
+    }
+
+    /// The selector's candidates.
+    pub fn candidates(&self) -> &[&'static str] {
+        &self.candidates
+    }
+}
+
+/// Every algorithm the agent registers, each starting flows from the IW table.
+#[derive(Clone)]
+pub struct Registry {
+    reno: WithIw<Ccp<RenoConfig>>,
+    cubic: WithIw<Ccp<CubicConfig>>,
+    bbr: WithIw<Ccp<BbrConfig>>,
+    copa: WithIw<Ccp<CopaConfig>>,
+    vegas: WithIw<Ccp<VegasConfig>>,
+    westwood: WithIw<Ccp<WestwoodConfig>>,
+    illinois: WithIw<Ccp<IllinoisConfig>>,
+    c2tcp: WithIw<Ccp<C2tcpConfig>>,
+    vivace: WithIw<Ccp<VivaceConfig>>,
+    selector: WithIw<Selector>,
+    log: Arc<SelectorLog>,
+}
+
+impl Registry {
+    /// The registry over `state`'s IW table and policy slot.
+    pub fn new(state: &AgentState) -> Self {
+        let iw = state.iw().clone();
+        let suite: Vec<Box<dyn DynAlgorithmConfig>> = ccp_algorithms::suite()
+            .into_iter()
+            .filter(|c| state.candidates().contains(&c.name()))
+            .collect();
+        // Keep the configured order (policies index candidates by position).
+        let mut candidates: Vec<Box<dyn DynAlgorithmConfig>> = Vec::new();
+        let mut rest = suite;
+        for name in state.candidates() {
+            if let Some(i) = rest.iter().position(|c| c.name() == *name) {
+                candidates.push(rest.swap_remove(i));
+            }
+        }
+        // Decisions are one per report: the deployed agent keeps counters, not an event trace.
+        let log = Arc::new(SelectorLog::new(false));
+        let selector = Selector::new(candidates, state.policy().get().0)
+            .with_policy_handle(state.policy().clone())
+            .with_log(log.clone());
+        Self {
+            reno: WithIw::new(Ccp::new(RenoConfig::default()), iw.clone()),
+            cubic: WithIw::new(Ccp::new(CubicConfig::default()), iw.clone()),
+            bbr: WithIw::new(Ccp::new(BbrConfig::default()), iw.clone()),
+            copa: WithIw::new(Ccp::new(CopaConfig::default()), iw.clone()),
+            vegas: WithIw::new(Ccp::new(VegasConfig::default()), iw.clone()),
+            westwood: WithIw::new(Ccp::new(WestwoodConfig::default()), iw.clone()),
+            illinois: WithIw::new(Ccp::new(IllinoisConfig::default()), iw.clone()),
+            c2tcp: WithIw::new(Ccp::new(C2tcpConfig::default()), iw.clone()),
+            vivace: WithIw::new(Ccp::new(VivaceConfig::default()), iw.clone()),
+            selector: WithIw::new(selector, iw),
+            log,
+        }
+    }
+
+    /// The selector's counters.
+    pub fn selector_log(&self) -> Arc<SelectorLog> {
+        self.log.clone()
+    }
+}
+
+/// The algorithm portus runs when a datapath asks for none or for an unknown name: `--alg`.
+#[derive(Clone)]
+pub struct DefaultAlg {
+    registry: Registry,
+    name: &'static str,
+}
+
+impl DefaultAlg {
+    /// `name` (one of the nine or `selector`) from `registry`.
+    pub fn new(registry: Registry, name: &str) -> Result<Self, AgentError> {
+        let name = ALGORITHMS
+            .iter()
+            .chain(std::iter::once(&SELECTOR))
+            .find(|a| **a == name)
+            .ok_or_else(|| AgentError::UnknownAlg(name.to_string()))?;
+        Ok(Self { registry, name })
+    }
+}
+
+impl<I: Ipc> CongAlg<I> for DefaultAlg {
+    type Flow = Box<dyn Flow>;
+
+    fn name() -> &'static str {
+        "ccp-agent-default"
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        let r = &self.registry;
+        let mut all = HashMap::new();
+        all.extend(CongAlg::<I>::datapath_programs(&r.reno));
+        all.extend(CongAlg::<I>::datapath_programs(&r.cubic));
+        all.extend(CongAlg::<I>::datapath_programs(&r.bbr));
+        all.extend(CongAlg::<I>::datapath_programs(&r.copa));
+        all.extend(CongAlg::<I>::datapath_programs(&r.vegas));
+        all.extend(CongAlg::<I>::datapath_programs(&r.westwood));
+        all.extend(CongAlg::<I>::datapath_programs(&r.illinois));
+        all.extend(CongAlg::<I>::datapath_programs(&r.c2tcp));
+        all.extend(CongAlg::<I>::datapath_programs(&r.vivace));
+        all.extend(CongAlg::<I>::datapath_programs(&r.selector));
+        all
+    }
+
+    fn new_flow(&self, dp: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        let r = &self.registry;
+        match self.name {
+            "reno" => Box::new(r.reno.new_flow(dp, info)),
+            "cubic" => Box::new(r.cubic.new_flow(dp, info)),
+            "bbr" => Box::new(r.bbr.new_flow(dp, info)),
+            "copa" => Box::new(r.copa.new_flow(dp, info)),
+            "vegas" => Box::new(r.vegas.new_flow(dp, info)),
+            "westwood" => Box::new(r.westwood.new_flow(dp, info)),
+            "illinois" => Box::new(r.illinois.new_flow(dp, info)),
+            "c2tcp" => Box::new(r.c2tcp.new_flow(dp, info)),
+            "vivace" => Box::new(r.vivace.new_flow(dp, info)),
+            _ => Box::new(r.selector.new_flow(dp, info)),
+        }
+    }
+}
+
+/// Runs portus over `sock` in this thread: `default` for unnamed flows, every algorithm by
+/// name. Returns when the IPC closes or `stop` is cleared.
+pub fn run_on<I: Ipc>(sock: I, default: DefaultAlg, stop: Arc<AtomicBool>) -> portus::Result<()> {
+    let r = default.registry.clone();
+    portus::RunBuilder::new(BackendBuilder { sock })
+        .default_alg(default)
+        .additional_alg(r.reno)
+        .additional_alg(r.cubic)
+        .additional_alg(r.bbr)
+        .additional_alg(r.copa)
+        .additional_alg(r.vegas)
+        .additional_alg(r.westwood)
+        .additional_alg(r.illinois)
+        .additional_alg(r.c2tcp)
+        .additional_alg(r.vivace)
+        .additional_alg(r.selector)
+        .with_stop_handle(stop)
+        .run()
+}
+
+/// Opens the IPC and runs the agent until it closes or `stop` is cleared. `name` is the unix
+/// socket name (`/tmp/ccp/<name>`); netlink and the char device take none.
+pub fn run(
+    ipc: IpcKind,
+    name: &str,
+    default: DefaultAlg,
+    stop: Arc<AtomicBool>,
+) -> Result<(), AgentError> {
+    match ipc {
+        IpcKind::Unix => run_on(
+            portus::ipc::unix::Socket::<Blocking>::new(name)?,
+            default,
+            stop,
+        )?,
+        IpcKind::Netlink => run_on(
+            portus::ipc::netlink::Socket::<Blocking>::new()?,
+            default,
+            stop,
+        )?,
+        IpcKind::Char => run_on(portus::ipc::kp::Socket::<Blocking>::new()?, default, stop)?,
+    }
+    Ok(())
+}
+
+static SIGHUP_SEEN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sighup(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    SIGHUP_SEEN.store(true, Ordering::SeqCst);
+}
+
+/// Installs the SIGHUP handler and starts a thread that reloads `state` after each SIGHUP
+/// (checked every 50 ms). A failed reload keeps the previous state and logs why.
+pub fn spawn_reloader(state: AgentState) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let handler: extern "C" fn(libc::c_int) = on_sighup;
+    // SAFETY: `on_sighup` only stores to an atomic, which is async-signal-safe; `signal` with a
+    // valid function pointer has no other preconditions.
+    let previous = unsafe { libc::signal(libc::SIGHUP, handler as libc::sighandler_t) };
+    if previous == libc::SIG_ERR {
+        return Err(std::io::Error::last_os_error());
+    }
+    std::thread::Builder::new()
+        .name("ccp-agent-reload".to_string())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(Duration::from_millis(50));
+                if SIGHUP_SEEN.swap(false, Ordering::SeqCst) {
+                    match state.reload() {
+                        Ok(()) => info!(config = %state.config_path.display(), "reloaded"),
+                        Err(e) => warn!(
+                            config = %state.config_path.display(),
+                            error = %e,
+                            "reload failed; keeping the previous config"
+                        ),
+                    }
+                }
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reload_replaces_the_policy_and_a_bad_config_keeps_it() {
+        let dir = std::env::temp_dir().join(format!("ccp-agent-state-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agent.toml");
+        let write = |text: &str| std::fs::write(&path, text).unwrap();
+        let policy_now = |s: &AgentState| {
+            let (factory, hysteresis) = s.policy().get();
+            let p = factory(&ccp_selector::FlowContext::for_candidates(s.candidates()));
+            (
+                p.name(),
+                s.candidates()[p.initial()],
+                hysteresis.agreeing_decisions,
+            )
+        };
+        write("[selector]\npolicy = \"rein\"\n[preferences]\n443 = \"delay\"\n");
+        let state = AgentState::load(&path, IpcKind::Unix).unwrap();
+        assert_eq!(policy_now(&state), ("rein", "cubic", 2));
+        assert_eq!(state.preference(443), crate::Preference::Delay);
+        assert!(state.iw().current().is_none());
+
+        write(
+            "[selector]\npolicy = \"static:vegas\"\n[selector.hysteresis]\nagreeing_decisions = 5\n\
+             [iw]\ndefault_iw = 30\n",
+        );
+        state.reload().unwrap();
+        assert_eq!(policy_now(&state), ("static", "vegas", 5));
+        assert_eq!(state.preference(443), crate::Preference::Default);
+        let (table, order) = state.iw().current().unwrap();
+        assert_eq!((table.default_iw(), order), (30, IpByteOrder::Host));
+
+        write("[selector]\npolicy = \"antelope-typo\"\n");
+        assert!(matches!(state.reload(), Err(AgentError::Policy(_))));
+        write("[selector\n");
+        assert!(matches!(state.reload(), Err(AgentError::Config(_))));
+        assert_eq!(policy_now(&state), ("static", "vegas", 5));
+        assert!(state.iw().current().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn default_alg_names_are_checked() {
+        let dir = std::env::temp_dir().join(format!("ccp-agent-alg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agent.toml");
+        std::fs::write(&path, "").unwrap();
+        let state = AgentState::load(&path, IpcKind::Char).unwrap();
+        let registry = Registry::new(&state);
+        for name in ALGORITHMS.iter().chain([&SELECTOR]) {
+            assert!(DefaultAlg::new(registry.clone(), name).is_ok(), "{name}");
+        }
+        let e = DefaultAlg::new(registry, "tahoe")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--alg") && e.contains("vivace"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

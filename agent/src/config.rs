@@ -1,0 +1,530 @@
+//! `agent.toml`: parsing and validation (the format is documented in the crate doc).
+//!
+//! Parsing is two steps: serde reads the raw TOML (unknown keys and wrong types are errors
+//! with the line), then [`Config::from_raw`] checks each field and names it in the error.
+//! Relative paths (`iw.table`, `selector.models`) are taken relative to the config file.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use ccp_selector::HysteresisConfig;
+use iw_controller::{DEFAULT_IW_PKTS, DEFAULT_MAX_IW_PKTS, IwTable};
+use serde::Deserialize;
+
+/// Names of the nine algorithms of the suite, as portus registers them.
+pub const ALGORITHMS: [&str; 9] = [
+    "reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace",
+];
+
+/// A config that cannot be used; every variant names the file or field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not TOML, an unknown key, or a value of the wrong type.
+    #[error("{path}: {message}")]
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// toml's message (line, column, key).
+        message: String,
+    },
+    /// A field has a value that is not allowed.
+    #[error("{field}: {message}")]
+    Field {
+        /// Dotted path of the field, e.g. `selector.hysteresis.dwell_rtts`.
+        field: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// A line of the IW table file is wrong.
+    #[error("iw.table: {path} line {line}: {message}")]
+    IwTable {
+        /// The table file.
+        path: PathBuf,
+        /// Line number, from 1 (0: the table as a whole).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn field(field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Field {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// What a flow to a destination port prefers; learned policies weigh their reward with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Preference {
+    /// The policy's own trade-off.
+    #[default]
+    Default,
+    /// Low queueing delay first.
+    Delay,
+    /// Throughput first.
+    Throughput,
+}
+
+impl Preference {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "default" => Some(Self::Default),
+            "delay" => Some(Self::Delay),
+            "throughput" => Some(Self::Throughput),
+            _ => None,
+        }
+    }
+}
+
+/// Per destination port preference modes (`[preferences]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preferences {
+    by_port: BTreeMap<u16, Preference>,
+}
+
+impl Preferences {
+    /// The mode for flows to `dst_port` ([`Preference::Default`] when not configured).
+    pub fn for_port(&self, dst_port: u16) -> Preference {
+        self.by_port.get(&dst_port).copied().unwrap_or_default()
+    }
+
+    /// Every configured port and its mode.
+    pub fn iter(&self) -> impl Iterator<Item = (u16, Preference)> + '_ {
+        self.by_port.iter().map(|(p, m)| (*p, *m))
+    }
+}
+
+/// How the datapath encodes IPv4 addresses in CREATE's `u32` fields (read little-endian by
+/// portus).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpByteOrder {
+    /// The value is the address as a host-order integer, `u32::from(Ipv4Addr)`: this
+    /// project's runtime (`ccp-datapath`, its simulator and eBPF datapath).
+    Host,
+    /// The value is the address's network-order bytes copied into a native `u32`: ccp-kernel
+    /// (`inet_daddr`) on a little-endian machine.
+    Network,
+}
+
+impl IpByteOrder {
+    /// The address a CREATE `u32` stands for.
+    pub fn decode(self, v: u32) -> Ipv4Addr {
+        match self {
+            Self::Host => Ipv4Addr::from(v),
+            Self::Network => Ipv4Addr::from(v.to_le_bytes()),
+        }
+    }
+}
+
+/// The `[iw]` section, validated.
+#[derive(Debug, Clone)]
+pub struct IwSettings {
+    /// The table (ranges from `iw.table`, or uniform `default_iw`).
+    pub table: IwTable,
+    /// Address encoding; `None`: the IPC's usual one.
+    pub ip_byte_order: Option<IpByteOrder>,
+}
+
+/// A validated `agent.toml`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `selector.policy`, e.g. `rein` or `static:cubic`.
+    pub policy: String,
+    /// `selector.candidates`, in order.
+    pub candidates: Vec<&'static str>,
+    /// `selector.hysteresis`.
+    pub hysteresis: HysteresisConfig,
+    /// `selector.models`, resolved against the config's folder.
+    pub models: Option<PathBuf>,
+    /// `[preferences]`.
+    pub preferences: Preferences,
+    /// `[iw]`; `None`: the datapath's own initial window is left alone.
+    pub iw: Option<IwSettings>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            policy: "static:cubic".to_string(),
+            candidates: ALGORITHMS.to_vec(),
+            hysteresis: HysteresisConfig::default(),
+            models: None,
+            preferences: Preferences::default(),
+            iw: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    selector: RawSelector,
+    #[serde(default)]
+    preferences: BTreeMap<String, String>,
+    iw: Option<RawIw>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSelector {
+    policy: Option<String>,
+    candidates: Option<Vec<String>>,
+    models: Option<PathBuf>,
+    #[serde(default)]
+    hysteresis: RawHysteresis,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHysteresis {
+    agreeing_decisions: Option<i64>,
+    dwell_rtts: Option<f64>,
+    loss_hold_rtts: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIw {
+    table: Option<PathBuf>,
+    default_iw: Option<i64>,
+    max_iw: Option<i64>,
+    ip_byte_order: Option<String>,
+}
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path.parent().unwrap_or(Path::new(".")), path)
+    }
+
+    /// Validates `text`; relative paths are taken from `base`, errors name `origin`.
+    pub fn parse(text: &str, base: &Path, origin: &Path) -> Result<Self, ConfigError> {
+        let raw: Raw = toml::from_str(text).map_err(|e| ConfigError::Toml {
+            path: origin.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Self::from_raw(raw, base)
+    }
+
+    fn from_raw(raw: Raw, base: &Path) -> Result<Self, ConfigError> {
+        let defaults = Self::default();
+        let s = raw.selector;
+        let policy = s.policy.unwrap_or(defaults.policy);
+        if policy.trim().is_empty() {
+            return Err(field("selector.policy", "must not be empty"));
+        }
+        let candidates = match s.candidates {
+            None => defaults.candidates,
+            Some(list) => {
+                let mut out: Vec<&'static str> = Vec::new();
+                for name in &list {
+                    let Some(n) = ALGORITHMS.iter().find(|a| **a == name.as_str()) else {
+                        return Err(field(
+                            "selector.candidates",
+                            format!(
+                                "unknown algorithm {name:?} (known: {})",
+                                ALGORITHMS.join(", ")
+                            ),
+                        ));
+                    };
+                    if out.contains(n) {
+                        return Err(field(
+                            "selector.candidates",
+                            format!("{name:?} is listed twice"),
+                        ));
+                    }
+                    out.push(n);
+                }
+                if out.is_empty() {
+                    return Err(field("selector.candidates", "needs at least one algorithm"));
+                }
+                out
+            }
+        };
+        let h = s.hysteresis;
+        let mut hysteresis = HysteresisConfig::default();
+        if let Some(m) = h.agreeing_decisions {
+            hysteresis.agreeing_decisions = u32::try_from(m)
+                .ok()
+                .filter(|m| *m >= 1)
+                .ok_or_else(|| field("selector.hysteresis.agreeing_decisions", "must be >= 1"))?;
+        }
+        for (name, value, slot) in [
+            ("dwell_rtts", h.dwell_rtts, &mut hysteresis.dwell_rtts),
+            (
+                "loss_hold_rtts",
+                h.loss_hold_rtts,
+                &mut hysteresis.loss_hold_rtts,
+            ),
+        ] {
+            if let Some(v) = value {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(field(
+                        &format!("selector.hysteresis.{name}"),
+                        format!("must be a finite number >= 0, got {v}"),
+                    ));
+                }
+                *slot = v;
+            }
+        }
+        let models = s.models.map(|m| base.join(m));
+        if let Some(m) = &models
+            && !m.is_dir()
+        {
+            return Err(field(
+                "selector.models",
+                format!("{} is not a folder", m.display()),
+            ));
+        }
+        let mut preferences = Preferences::default();
+        for (port, mode) in &raw.preferences {
+            let key = format!("preferences.{port}");
+            let p = port
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| field(&key, "the key must be a destination port, 1-65535"))?;
+            let m = Preference::parse(mode).ok_or_else(|| {
+                field(
+                    &key,
+                    format!("unknown mode {mode:?} (known: default, delay, throughput)"),
+                )
+            })?;
+            preferences.by_port.insert(p, m);
+        }
+        let iw = raw.iw.map(|iw| iw_settings(iw, base)).transpose()?;
+        Ok(Self {
+            policy,
+            candidates,
+            hysteresis,
+            models,
+            preferences,
+            iw,
+        })
+    }
+}
+
+fn iw_settings(raw: RawIw, base: &Path) -> Result<IwSettings, ConfigError> {
+    let max_iw = match raw.max_iw {
+        None => DEFAULT_MAX_IW_PKTS,
+        Some(m) => u32::try_from(m)
+            .ok()
+            .filter(|m| (1..=u32::from(u16::MAX)).contains(m))
+            .ok_or_else(|| field("iw.max_iw", "must be in 1..=65535 packets"))?,
+    };
+    let default_iw = match raw.default_iw {
+        None => DEFAULT_IW_PKTS.min(max_iw),
+        Some(d) => u32::try_from(d)
+            .ok()
+            .filter(|d| (1..=max_iw).contains(d))
+            .ok_or_else(|| field("iw.default_iw", format!("must be in 1..={max_iw} (max_iw)")))?,
+    };
+    let ip_byte_order = match raw.ip_byte_order.as_deref() {
+        None => None,
+        Some("host") => Some(IpByteOrder::Host),
+        Some("network") => Some(IpByteOrder::Network),
+        Some(other) => {
+            return Err(field(
+                "iw.ip_byte_order",
+                format!("unknown order {other:?} (known: host, network)"),
+            ));
+        }
+    };
+    let table = match raw.table {
+        None => IwTable::uniform(default_iw, max_iw),
+        Some(p) => read_table(&base.join(p), default_iw, max_iw)?,
+    };
+    Ok(IwSettings {
+        table,
+        ip_byte_order,
+    })
+}
+
+/// Reads `start,end,iw` lines (IPv4 addresses, inclusive range, IW in packets; `#` comments,
+/// blank lines and a `start,end,iw` header are skipped). IWs above `max_iw` are an error.
+pub fn read_table(path: &Path, default_iw: u32, max_iw: u32) -> Result<IwTable, ConfigError> {
+    let err = |line: usize, message: String| ConfigError::IwTable {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(0, e.to_string()))?;
+    let mut ranges = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() || line.replace(' ', "") == "start,end,iw" {
+            continue;
+        }
+        let cols: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [start, end, iw] = cols.as_slice() else {
+            return Err(err(i + 1, format!("expected start,end,iw, got {line:?}")));
+        };
+        let addr = |s: &str| {
+            s.parse::<Ipv4Addr>()
+                .map_err(|_| err(i + 1, format!("{s:?} is not an IPv4 address")))
+        };
+        let iw_pkts: u32 = iw
+            .parse()
+            .ok()
+            .filter(|v| (1..=max_iw).contains(v))
+            .ok_or_else(|| err(i + 1, format!("iw {iw:?} must be in 1..={max_iw} (max_iw)")))?;
+        ranges.push((addr(start)?, addr(end)?, iw_pkts));
+    }
+    IwTable::new(ranges, default_iw, max_iw).map_err(|e| err(0, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(
+            text,
+            Path::new(env!("CARGO_MANIFEST_DIR")),
+            Path::new("t.toml"),
+        )
+    }
+
+    /// The error for `text`, which must fail and name `field`.
+    fn fails_on(text: &str, field: &str) -> String {
+        let e = parse(text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {text}"));
+        let msg = e.to_string();
+        assert!(msg.contains(field), "{field} not named in: {msg}");
+        msg
+    }
+
+    #[test]
+    fn empty_config_is_the_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.policy, "static:cubic");
+        assert_eq!(c.candidates, ALGORITHMS.to_vec());
+        assert_eq!(c.hysteresis, HysteresisConfig::default());
+        assert!(c.iw.is_none() && c.models.is_none());
+        assert_eq!(c.preferences.for_port(443), Preference::Default);
+    }
+
+    #[test]
+    fn the_shipped_example_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent.example.toml");
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c.policy, "rein");
+        assert_eq!(c.candidates.len(), 9);
+        assert_eq!(c.hysteresis.agreeing_decisions, 2);
+        assert_eq!(c.preferences.for_port(443), Preference::Throughput);
+        assert_eq!(c.preferences.for_port(5004), Preference::Delay);
+        assert_eq!(c.preferences.for_port(80), Preference::Default);
+        let iw = c.iw.unwrap();
+        assert_eq!(iw.table.lookup(Ipv4Addr::new(10, 0, 0, 9)), 40);
+        assert_eq!(iw.table.lookup(Ipv4Addr::new(192, 168, 7, 1)), 4);
+        assert_eq!(iw.table.lookup(Ipv4Addr::new(8, 8, 8, 8)), 10);
+        assert_eq!(iw.table.max_iw(), 200);
+        assert_eq!(iw.ip_byte_order, None);
+    }
+
+    #[test]
+    fn every_field_is_read() {
+        let c = parse(
+            r#"
+            [selector]
+            policy = "static:vegas"
+            candidates = ["vegas", "reno"]
+            models = "src"
+            [selector.hysteresis]
+            agreeing_decisions = 3
+            dwell_rtts = 0.5
+            loss_hold_rtts = 0
+            [preferences]
+            80 = "delay"
+            [iw]
+            default_iw = 4
+            max_iw = 50
+            ip_byte_order = "network"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.candidates, vec!["vegas", "reno"]);
+        assert_eq!(c.hysteresis.agreeing_decisions, 3);
+        assert!((c.hysteresis.dwell_rtts - 0.5).abs() < f64::EPSILON);
+        assert!(c.hysteresis.loss_hold_rtts.abs() < f64::EPSILON);
+        assert!(c.models.unwrap().ends_with("src"));
+        assert_eq!(c.preferences.for_port(80), Preference::Delay);
+        let iw = c.iw.unwrap();
+        assert_eq!(iw.table.lookup(Ipv4Addr::new(1, 2, 3, 4)), 4);
+        assert_eq!(iw.ip_byte_order, Some(IpByteOrder::Network));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        fails_on("[selector]\npolicy = \"\"", "selector.policy");
+        fails_on(
+            "[selector]\ncandidates = [\"cubic\", \"tahoe\"]",
+            "selector.candidates",
+        );
+        fails_on("[selector]\ncandidates = []", "selector.candidates");
+        fails_on(
+            "[selector]\ncandidates = [\"bbr\", \"bbr\"]",
+            "selector.candidates",
+        );
+        fails_on("[selector]\nmodels = \"no-such-dir\"", "selector.models");
+        fails_on(
+            "[selector.hysteresis]\nagreeing_decisions = 0",
+            "selector.hysteresis.agreeing_decisions",
+        );
+        fails_on(
+            "[selector.hysteresis]\ndwell_rtts = -1.0",
+            "selector.hysteresis.dwell_rtts",
+        );
+        fails_on(
+            "[selector.hysteresis]\nloss_hold_rtts = nan",
+            "selector.hysteresis.loss_hold_rtts",
+        );
+        fails_on("[preferences]\nhttp = \"delay\"", "preferences.http");
+        fails_on("[preferences]\n0 = \"delay\"", "preferences.0");
+        fails_on("[preferences]\n443 = \"fast\"", "preferences.443");
+        fails_on("[iw]\nmax_iw = 0", "iw.max_iw");
+        fails_on("[iw]\nmax_iw = 20\ndefault_iw = 30", "iw.default_iw");
+        fails_on("[iw]\nip_byte_order = \"middle\"", "iw.ip_byte_order");
+        fails_on("[iw]\ntable = \"missing.csv\"", "iw.table");
+        // Wrong types and unknown keys: toml's message names the key and the line.
+        fails_on("[selector]\npolcy = \"rein\"", "polcy");
+        fails_on("[selector.hysteresis]\ndwell_rtts = \"two\"", "dwell_rtts");
+        fails_on("[iw]\ndefault_iw = 1.5", "default_iw");
+    }
+
+    #[test]
+    fn bad_table_lines_are_named() {
+        let dir = std::env::temp_dir().join(format!("ccp-agent-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (body, needle) in [
+            ("10.0.0.0,10.0.0.9\n", "line 1"),
+            ("# c\n10.0.0.0,10.0.0.9,20\n10.0.0.x,10.0.1.0,5\n", "line 3"),
+            ("10.0.0.0,10.0.0.9,500\n", "line 1"),
+            ("10.0.0.0,10.0.0.9,0\n", "line 1"),
+            ("10.0.0.9,10.0.0.0,5\n", "inverted"),
+            ("10.0.0.0,10.0.0.9,5\n10.0.0.5,10.0.0.20,6\n", "overlaps"),
+        ] {
+            let p = dir.join("t.csv");
+            std::fs::write(&p, body).unwrap();
+            let e = read_table(&p, 10, 200).err().unwrap().to_string();
+            assert!(e.contains("iw.table") && e.contains(needle), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

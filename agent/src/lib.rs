@@ -1,0 +1,66 @@
+//! `ccp-agent`: the deployable CCP agent (issues 5 and 6). Every algorithm of the suite, the
+//! meta-selector and the IW table are registered; a datapath asks for any by name and gets
+//! `--alg` when it names none (or an unknown one).
+//!
+//! ```text
+//! ccp-agent --ipc unix|netlink|char --alg <cca|selector> --config agent.toml [--name portus]
+//! ```
+//!
+//! - `--ipc unix`: a unix datagram socket bound at `/tmp/ccp/<name>` (this project's
+//!   `ccp-datapath` runtime, its eBPF kernel datapath, any libccp userspace datapath);
+//!   `netlink` and `char` (`/dev/ccpkp`) talk to ccp-kernel. Only unix is tested here.
+//! - `--alg`: reno, cubic, bbr, copa, vegas, westwood, illinois, c2tcp, vivace or selector.
+//! - SIGHUP re-reads the config (and the models it names). New flows get the new policy,
+//!   hysteresis, preferences and IW table; running flows keep theirs. A config or model that
+//!   does not load is logged (`tracing`, stderr) and the previous one stays.
+//! - A bad config at start is one line on stderr naming the field, and exit status 2.
+//!
+//! # `agent.toml`
+//!
+//! Every key is optional; `agent/agent.example.toml` shows them all.
+//!
+//! ```toml
+//! [selector]
+//! policy = "rein"              # "static:<cca>" (never switches) | "rein"; see policies::KNOWN
+//! candidates = ["cubic", "bbr", "westwood"]   # default: all nine, in the order above
+//! models = "models"            # folder of model files for learned policies
+//!
+//! [selector.hysteresis]
+//! agreeing_decisions = 2       # consecutive agreeing decisions before a swap (>= 1)
+//! dwell_rtts = 2.0             # minimum time on a candidate, smoothed RTTs (>= 0)
+//! loss_hold_rtts = 1.0         # no swap this many RTTs after a loss (>= 0)
+//!
+//! [preferences]                # per destination port: "default" | "delay" | "throughput"
+//! 443 = "throughput"
+//! 5004 = "delay"
+//!
+//! [iw]                         # without this section the datapath's own IW is left alone
+//! table = "iw.csv"             # lines "start,end,iw": inclusive IPv4 range, IW in packets
+//! default_iw = 10              # addresses in no range (1..=max_iw)
+//! max_iw = 200                 # largest IW (1..=65535); larger table entries are an error
+//! ip_byte_order = "host"       # how CREATE encodes addresses: "host" (default for unix,
+//!                              # ccp-datapath) or "network" (default for netlink/char,
+//!                              # ccp-kernel's inet_daddr)
+//! ```
+//!
+//! Relative paths are taken from the config file's folder. `selector.candidates` is read at
+//! start only (their datapath programs are registered then). `[preferences]` is stored and
+//! exposed ([`AgentState::preference`]) for learned policies to weigh their reward with.
+//!
+//! # Where things are
+//! - [`config`]: parsing and validation, one error per field.
+//! - [`policies`]: `selector.policy` -> a policy factory, one match arm per policy.
+//! - [`iw`]: [`WithIw`], the IW at flow creation through `DatapathInfo::init_cwnd`.
+//! - [`agent`]: the reloadable [`AgentState`], the registry of algorithms, the SIGHUP
+//!   reloader and the portus run loop for each IPC.
+
+pub mod agent;
+pub mod config;
+pub mod iw;
+pub mod policies;
+
+pub use agent::{
+    AgentError, AgentState, DefaultAlg, IpcKind, Registry, SELECTOR, run, run_on, spawn_reloader,
+};
+pub use config::{Config, ConfigError, IpByteOrder, Preference, Preferences};
+pub use iw::{IwSource, WithIw};

@@ -1,0 +1,67 @@
+//! `ccp-agent`: see the crate doc of `ccp_agent` for the options and `agent.toml`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use ccp_agent::{AgentState, DefaultAlg, IpcKind, Registry};
+use clap::Parser;
+use tracing::info;
+
+/// A CCP agent with every algorithm, the selector and the IW table registered.
+#[derive(Debug, Parser)]
+#[command(name = "ccp-agent", version)]
+struct Cli {
+    /// IPC to the datapath.
+    #[arg(long, value_enum)]
+    ipc: IpcKind,
+    /// Algorithm for flows that ask for none: reno, cubic, bbr, copa, vegas, westwood,
+    /// illinois, c2tcp, vivace or selector.
+    #[arg(long)]
+    alg: String,
+    /// The agent config (`agent.toml`); reloaded on SIGHUP.
+    #[arg(long)]
+    config: PathBuf,
+    /// Unix socket name: the agent binds `/tmp/ccp/<name>`.
+    #[arg(long, default_value = "portus")]
+    name: String,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    let state = match AgentState::load(&cli.config, cli.ipc) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ccp-agent: {}: {e}", cli.config.display());
+            return ExitCode::from(2);
+        }
+    };
+    let default = match DefaultAlg::new(Registry::new(&state), &cli.alg) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("ccp-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = ccp_agent::spawn_reloader(state) {
+        eprintln!("ccp-agent: cannot install the SIGHUP handler: {e}");
+        return ExitCode::from(1);
+    }
+    info!(ipc = ?cli.ipc, alg = %cli.alg, name = %cli.name, "ccp-agent starting");
+    match ccp_agent::run(cli.ipc, &cli.name, default, Arc::new(AtomicBool::new(true))) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ccp-agent: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Selection policies by name: the one place `selector.policy` is turned into a policy factory.
+//!
+//! Adding a policy is one arm in [`build`] and one entry in [`KNOWN`]. A learned policy loads
+//! its model from [`PolicyContext::models`] here, once per (re)load, so a bad model is an error
+//! at load time (and a reload keeps the previous policy), never at flow creation.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
+use ccp_selector::antelope::{Antelope, AntelopeConfig, Mode, ModelSet};
+use ccp_selector::{FlowContext, PolicyFactory, ReinPolicy, SelectionPolicy, StaticPolicy};
+
+use crate::config::{Preference, Preferences};
+
+/// The policy names [`build`] knows, as written in `selector.policy`.
+pub const KNOWN: &[&str] = &["static:<cca>", "rein", "antelope", "outcome"];
+
+/// What a policy may be built from.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyContext<'a> {
+    /// The selector's candidates, by index.
+    pub candidates: &'a [&'static str],
+    /// `selector.models`: where learned policies find their model files.
+    pub models: Option<&'a Path>,
+    /// `[preferences]`: per destination port preference modes.
+    pub preferences: &'a Preferences,
+}
+
+/// A policy that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// No policy has this name.
+    #[error("selector.policy: unknown policy {name:?} (known: {known})", known = KNOWN.join(", "))]
+    Unknown {
+        /// The name asked for.
+        name: String,
+    },
+    /// The policy needs candidates that are not configured.
+    #[error("selector.policy: {policy} needs the candidates {needs} in selector.candidates")]
+    MissingCandidates {
+        /// The policy.
+        policy: String,
+        /// What it needs.
+        needs: String,
+    },
+    /// The policy's model could not be loaded.
+    #[error("selector.policy: {policy}: model: {message}")]
+    Model {
+        /// The policy.
+        policy: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Builds the factory for `spec` (`name` or `name:argument`).
+pub fn build(spec: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
+    let spec = spec.trim();
+    let (name, arg) = spec
+        .split_once(':')
+        .map_or((spec, None), |(n, a)| (n, Some(a)));
+    match (name, arg) {
+        ("static", Some(cca)) => static_policy(cca, ctx),
+        ("rein", None) => rein(ctx),
+        ("antelope", None) => learned(OBJECTIVE_ANTELOPE, ctx),
+        ("outcome", None) => learned(OBJECTIVE_OUTCOME, ctx),
+        _ => Err(PolicyError::Unknown {
+            name: spec.to_string(),
+        }),
+    }
+}
+
+fn static_policy(cca: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
+    let candidate = ctx
+        .candidates
+        .iter()
+        .position(|c| *c == cca)
+        .ok_or_else(|| PolicyError::MissingCandidates {
+            policy: format!("static:{cca}"),
+            needs: cca.to_string(),
+        })?;
+    Ok(Arc::new(move |_: &FlowContext<'_>| {
+        Box::new(StaticPolicy { candidate }) as Box<dyn SelectionPolicy>
+    }))
+}
+
+fn rein(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
+    if ReinPolicy::for_candidates(ctx.candidates).is_none() {
+        return Err(PolicyError::MissingCandidates {
+            policy: "rein".to_string(),
+            needs: "cubic, bbr, westwood".to_string(),
+        });
+    }
+    Ok(Arc::new(|flow: &FlowContext<'_>| {
+        // The selector passes the candidates checked above, so this always finds them; a
+        // static Cubic-or-first policy is the safe answer if it ever does not.
+        match ReinPolicy::for_candidates(flow.candidates) {
+            Some(p) => Box::new(p) as Box<dyn SelectionPolicy>,
+            None => Box::new(StaticPolicy::default()),
+        }
+    }))
+}
+
+/// `antelope` or `outcome`: the models in `<selector.models>/<objective>/`, loaded now (a bad
+/// or missing model is an error here, so a reload keeps the previous policy), with the
+/// `[preferences]` port modes. Flows of one (re)load share the IP-level counts.
+fn learned(objective: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
+    let model_err = |message: String| PolicyError::Model {
+        policy: objective.to_string(),
+        message,
+    };
+    let dir = ctx
+        .models
+        .ok_or_else(|| model_err("selector.models is not set".into()))?
+        .join(objective);
+    let models = ModelSet::load(&dir).map_err(|e| model_err(e.to_string()))?;
+    if models.objective != objective {
+        return Err(model_err(format!(
+            "{}: models predict `{}`",
+            dir.display(),
+            models.objective
+        )));
+    }
+    let preferences = ctx
+        .preferences
+        .iter()
+        .map(|(port, p)| {
+            let mode = match p {
+                Preference::Default => Mode::Default,
+                Preference::Delay => Mode::Delay,
+                Preference::Throughput => Mode::Throughput,
+            };
+            (u32::from(port), mode)
+        })
+        .collect();
+    let config = AntelopeConfig {
+        preferences,
+        ..AntelopeConfig::default()
+    };
+    let shared = Antelope::new(config, Arc::new(models));
+    Ok(Arc::new(move |flow: &FlowContext<'_>| {
+        Box::new(shared.policy(flow)) as Box<dyn SelectionPolicy>
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ALGORITHMS;
+
+    fn ctx<'a>(candidates: &'a [&'static str], prefs: &'a Preferences) -> PolicyContext<'a> {
+        PolicyContext {
+            candidates,
+            models: None,
+            preferences: prefs,
+        }
+    }
+
+    #[test]
+    fn static_and_rein_build_policies() {
+        let prefs = Preferences::default();
+        let c = ctx(&ALGORITHMS, &prefs);
+        let f = build("static:vegas", &c).unwrap();
+        let p = f(&FlowContext::for_candidates(&ALGORITHMS));
+        assert_eq!(p.name(), "static");
+        assert_eq!(ALGORITHMS[p.initial()], "vegas");
+        let f = build("rein", &c).unwrap();
+        let p = f(&FlowContext::for_candidates(&ALGORITHMS));
+        assert_eq!(p.name(), "rein");
+        assert_eq!(ALGORITHMS[p.initial()], "cubic");
+    }
+
+    #[test]
+    fn unknown_policies_list_the_known_ones() {
+        let prefs = Preferences::default();
+        let c = ctx(&ALGORITHMS, &prefs);
+        for bad in ["nope", "static", "rein:x", "static:"] {
+            let e = build(bad, &c).err().unwrap();
+            let msg = e.to_string();
+            if bad == "static:" {
+                assert!(matches!(e, PolicyError::MissingCandidates { .. }), "{msg}");
+            } else {
+                assert!(
+                    msg.contains("static:<cca>") && msg.contains("rein"),
+                    "{msg}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn policies_check_their_candidates() {
+        let prefs = Preferences::default();
+        let few = ["reno", "cubic"];
+        let c = ctx(&few, &prefs);
+        assert!(matches!(
+            build("rein", &c),
+            Err(PolicyError::MissingCandidates { .. })
+        ));
+        assert!(matches!(
+            build("static:bbr", &c),
+            Err(PolicyError::MissingCandidates { .. })
+        ));
+        assert!(build("static:reno", &c).is_ok());
+    }
+
+    #[test]
+    fn learned_policies_load_their_models_or_say_why_not() {
+        use ccp_selector::antelope::Sample;
+        let prefs = Preferences::default();
+        let dir = std::env::temp_dir().join(format!("ccp-agent-models-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut c = ctx(&ALGORITHMS, &prefs);
+        let e = build("antelope", &c).err().unwrap();
+        assert!(e.to_string().contains("selector.models is not set"), "{e}");
+        c.models = Some(&dir);
+        let e = build("antelope", &c).err().unwrap();
+        assert!(e.to_string().contains("manifest.json"), "{e}");
+        let samples: Vec<Sample> = (0..60)
+            .map(|i| Sample {
+                features: [f64::from(i), 20.0, 0.0, 50.0, 1e4, 8e3, 40.0],
+                next_cca: ["cubic", "bbr"][i as usize % 2].into(),
+                rewards: [f64::from(i % 2); 3],
+            })
+            .collect();
+        ModelSet::train(&samples, 20)
+            .unwrap()
+            .save(&dir.join("antelope"))
+            .unwrap();
+        let f = build("antelope", &c).unwrap();
+        assert_eq!(
+            f(&FlowContext::for_candidates(&ALGORITHMS)).name(),
+            "antelope"
+        );
+        // Antelope's models are not outcome models.
+        std::fs::rename(dir.join("antelope"), dir.join("outcome")).unwrap();
+        let e = build("outcome", &c).err().unwrap();
+        assert!(e.to_string().contains("models predict `antelope`"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,279 @@
+//! End to end: the built `ccp-agent` binary in its own process, this project's datapath
+//! runtime (`Datapath` + `UnixTransport`) in the test, synthetic flows in real time.
+//!
+//! Checked: flows that ask for nothing get `--alg selector` (Rein policy) and are controlled;
+//! flows that name an algorithm get it; the first program change carries `iw * mss` from the
+//! IW table; SIGHUP with a changed config gives new flows the new table while the running flow
+//! keeps being answered; SIGHUP with a bad config keeps the old one; a bad config at start
+//! exits with status 2 naming the field. Every test uses its own socket names.
+
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ccp_datapath::agent::{SyntheticFlow, demo_config};
+use ccp_datapath::runtime::{
+    Control, Datapath, FlowInfo, MonotonicClock, Primitives, UnixTransport,
+};
+
+const MSS: u32 = 1448;
+/// What the datapath itself would start with: different from every IW in the tables below.
+const DATAPATH_IW: u32 = 4;
+
+type Dp = Datapath<UnixTransport, MonotonicClock>;
+
+/// The agent process; killed on drop. Its stderr lines are collected.
+struct Agent {
+    child: Child,
+    stderr: Arc<Mutex<Vec<String>>>,
+    sock: PathBuf,
+}
+
+impl Agent {
+    fn spawn(alg: &str, config: &Path, name: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+            .args(["--ipc", "unix", "--alg", alg, "--name", name, "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let lines = stderr.clone();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                eprintln!("agent: {line}");
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let sock = Path::new("/tmp/ccp").join(name);
+        let start = Instant::now();
+        while !sock.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "agent never bound {name}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Self {
+            child,
+            stderr,
+            sock,
+        }
+    }
+
+    fn sighup(&self) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    }
+
+    /// Waits until `n` stderr lines contain `needle`; returns the last such line.
+    fn wait_for_line(&self, needle: &str, n: usize) -> String {
+        let start = Instant::now();
+        loop {
+            let found: Vec<String> = self
+                .stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(needle))
+                .cloned()
+                .collect();
+            if found.len() >= n {
+                return found.last().cloned().unwrap();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "agent never logged {needle:?} ({n} times)"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.sock);
+    }
+}
+
+/// A fresh folder for one test's config files.
+fn config_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ccp-agent-e2e-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `agent.toml` (Rein, IW table `10.0.0.0/24 -> iw`, default 10) into `dir`.
+fn write_config(dir: &Path, policy: &str, iw: u32) -> PathBuf {
+    std::fs::write(
+        dir.join("iw.csv"),
+        format!("start,end,iw\n10.0.0.0,10.0.0.255,{iw}\n"),
+    )
+    .unwrap();
+    let path = dir.join("agent.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[selector]\npolicy = \"{policy}\"\n[selector.hysteresis]\nagreeing_decisions = 2\n\
+             [preferences]\n443 = \"throughput\"\n\
+             [iw]\ntable = \"iw.csv\"\ndefault_iw = 10\nmax_iw = 100\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn datapath(dp_name: &str, agent_name: &str) -> Dp {
+    let transport = UnixTransport::bind(dp_name, agent_name).unwrap();
+    Datapath::new(demo_config(), transport, MonotonicClock::new())
+}
+
+/// Opens a flow to `dst` asking for `alg` (or the agent's default) and returns it with the
+/// window the agent's first program change set (ACKs acknowledging nothing until then, so no
+/// program grows it).
+fn open_flow(dp: &mut Dp, dst: Ipv4Addr, alg: Option<&str>) -> (SyntheticFlow, u32) {
+    let sid = dp
+        .create_flow(FlowInfo {
+            init_cwnd_bytes: DATAPATH_IW * MSS,
+            mss_bytes: MSS,
+            src_ip: u32::from(Ipv4Addr::new(192, 0, 2, 1)),
+            src_port: 40_000,
+            dst_ip: u32::from(dst),
+            dst_port: 443,
+            alg: alg.map(str::to_string),
+        })
+        .unwrap();
+    let idle = Primitives {
+        rtt_sample_us: 300,
+        snd_cwnd: DATAPATH_IW * MSS,
+        ..Primitives::default()
+    };
+    let start = Instant::now();
+    let cwnd = loop {
+        dp.poll();
+        let a = dp.invoke(sid, &idle).unwrap();
+        if a.control == Control::Agent {
+            break a.cwnd_bytes.unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "agent never took flow {sid} to {dst}"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    let flow = SyntheticFlow {
+        sid,
+        mss_bytes: MSS,
+        cwnd_bytes: cwnd,
+        rtt_us: 300,
+        ack_gap: Duration::from_micros(100),
+        acks: 0,
+        agent_acks: 0,
+        fallback_acks: 0,
+    };
+    (flow, cwnd)
+}
+
+/// Plays `n` ACKs on `flow` and checks the agent answered: every ACK under its program and the
+/// window grew (Cubic, or whatever the flow runs, in slow start on a loss-free flow).
+fn assert_controlled(dp: &mut Dp, flow: &mut SyntheticFlow, n: u64) {
+    let (acks, cwnd) = (flow.agent_acks, flow.cwnd_bytes);
+    flow.run(dp, n).unwrap();
+    assert!(!dp.in_fallback(), "datapath fell back: agent silent");
+    assert!(
+        flow.agent_acks >= acks + n * 9 / 10,
+        "flow {} left agent control: {} of {n} ACKs",
+        flow.sid,
+        flow.agent_acks - acks
+    );
+    assert!(
+        flow.cwnd_bytes > cwnd,
+        "flow {}: window never grew from {cwnd}",
+        flow.sid
+    );
+}
+
+#[test]
+fn selector_flows_get_the_iw_and_sighup_reloads_without_dropping_flows() {
+    let pid = std::process::id();
+    let (agent_name, dp_name) = (format!("agent-e2e-{pid}-a"), format!("dp-e2e-{pid}-a"));
+    let dir = config_dir("reload");
+    let config = write_config(&dir, "rein", 20);
+    let agent = Agent::spawn("selector", &config, &agent_name);
+    let mut dp = datapath(&dp_name, &agent_name);
+    let inside = Ipv4Addr::new(10, 0, 0, 2);
+    let outside = Ipv4Addr::new(198, 51, 100, 7);
+
+    // 1. The default algorithm (the selector) takes the flow, from the table's IW.
+    let (mut first, iw_first) = open_flow(&mut dp, inside, None);
+    assert_eq!(iw_first, 20 * MSS, "IW from the table");
+    assert_controlled(&mut dp, &mut first, 300);
+    let (mut outer, iw_outer) = open_flow(&mut dp, outside, None);
+    assert_eq!(iw_outer, 10 * MSS, "default IW outside the table");
+    assert_controlled(&mut dp, &mut outer, 100);
+    // A flow naming an algorithm gets it, with the same IW rule.
+    let (mut reno, iw_reno) = open_flow(&mut dp, inside, Some("reno"));
+    assert_eq!(iw_reno, 20 * MSS);
+    assert_controlled(&mut dp, &mut reno, 100);
+
+    // 2. SIGHUP with a new table: new flows get it, the running flow keeps being answered.
+    let config2 = write_config(&dir, "static:vegas", 40);
+    assert_eq!(config, config2);
+    agent.sighup();
+    agent.wait_for_line("reloaded", 1);
+    assert_controlled(&mut dp, &mut first, 200);
+    let (mut second, iw_second) = open_flow(&mut dp, inside, None);
+    assert_eq!(iw_second, 40 * MSS, "the reloaded table");
+    assert_controlled(&mut dp, &mut second, 200);
+
+    // 3. SIGHUP with a bad config: logged, the previous config stays.
+    write_config(&dir, "no-such-policy", 60);
+    agent.sighup();
+    let why = agent.wait_for_line("reload failed", 1);
+    assert!(why.contains("selector.policy"), "{why}");
+    let (mut third, iw_third) = open_flow(&mut dp, inside, None);
+    assert_eq!(iw_third, 40 * MSS, "the previous config stays");
+    assert_controlled(&mut dp, &mut third, 100);
+    assert_controlled(&mut dp, &mut first, 100);
+    assert_eq!(dp.stats().msgs_rejected, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_config_at_start_exits_2_naming_the_field() {
+    let dir = config_dir("bad");
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, "[selector.hysteresis]\nagreeing_decisions = 0\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args(["--ipc", "unix", "--alg", "selector", "--name"])
+        .arg(format!("agent-e2e-{}-bad", std::process::id()))
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("selector.hysteresis.agreeing_decisions"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args(["--ipc", "unix", "--alg", "tahoe", "--config"])
+        .arg(dir.join("missing.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
