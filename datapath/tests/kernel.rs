@@ -4,8 +4,12 @@
 //! `ccp` with `setsockopt(TCP_CONGESTION)` and sends for a second or two. The first test
 //! checks records, a cwnd written through the map (seen in `TCP_INFO`), and the in-BPF
 //! fallback when user space goes silent; the second drives the flow with the AIMD portus agent
-//! through our runtime and [`KernelBridge`]. Without root or BPF `struct_ops` support, each test
-//! prints one line saying why and returns.
+//! through our runtime and [`KernelBridge`]. The `sockops_*` tests attach [`SockOps`] to a
+//! cgroup v2 of their own, move this process into it only while creating sockets, and check the
+//! CCA (`TCP_CONGESTION`) and initial window (`tcpi_snd_cwnd` before any data) that the policy
+//! and IW table give each new connection, stale-cgroup cleanup, and the per-connection cost.
+//! Without root or BPF `struct_ops` / cgroup v2 support, each test prints one line saying why and
+//! returns (a verifier rejection fails instead).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -619,4 +623,99 @@ fn sockops_selects_ccp() {
     );
     drop(pair);
     k.unregister();
+}
+
+/// A cgroup left by a crashed run (still holding a process) is emptied and replaced at attach;
+/// then the per-connection cost of the program: the kernel's run-time statistics (switched on
+/// for the measurement and restored) and connect+accept time with and without the program.
+#[test]
+fn sockops_cleans_stale_cgroup_and_cost() {
+    const N: u32 = 300;
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIP sockops_cleans_stale_cgroup_and_cost: not root");
+        return;
+    }
+    let Ok(root) = sockops::cgroup2_mount() else {
+        println!("SKIP sockops_cleans_stale_cgroup_and_cost: no cgroup v2");
+        return;
+    };
+    // The crashed run's leftovers: the directory and a process in it.
+    let stale = root.join(TEST_CGROUP);
+    if !stale.exists() {
+        std::fs::create_dir(&stale).unwrap();
+    }
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    std::fs::write(stale.join("cgroup.procs"), child.id().to_string()).unwrap();
+    let attached = sockops_or_skip("sockops_cleans_stale_cgroup_and_cost");
+    let moved = std::fs::read_to_string(format!("/proc/{}/cgroup", child.id())).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let Some(mut so) = attached else {
+        let _ = std::fs::remove_dir(&stale);
+        return;
+    };
+    assert!(
+        !moved.contains(TEST_CGROUP),
+        "stale member not moved out: {moved}"
+    );
+    let members = std::fs::read_to_string(so.cgroup_path().join("cgroup.procs")).unwrap();
+    assert!(
+        members.trim().is_empty(),
+        "fresh cgroup has members: {members}"
+    );
+
+    // Cost.
+    so.set_cca_policy(0, "reno").unwrap();
+    so.publish_iw(&[(ip([127, 0, 0, 0]), ip([127, 255, 255, 255]), 10)])
+        .unwrap();
+    let time_conns = |l: &TcpListener| {
+        let addr = l.local_addr().unwrap();
+        let t0 = Instant::now();
+        for _ in 0..N {
+            drop(connect_pair(l, addr));
+        }
+        t0.elapsed() / N
+    };
+    let stats_path = "/proc/sys/kernel/bpf_stats_enabled";
+    let old = std::fs::read_to_string(stats_path).unwrap_or_default();
+    let stats_on = std::fs::write(stats_path, "1").is_ok();
+    let (runs0, ns0) = so.run_stats();
+    // Both ends in the cgroup: the program runs for the client and the accepted socket.
+    let inside = in_cgroup(&so, || {
+        time_conns(&TcpListener::bind("127.0.0.1:0").unwrap())
+    });
+    let (runs1, ns1) = so.run_stats();
+    if stats_on {
+        let _ = std::fs::write(stats_path, old.trim());
+    }
+    let plain = TcpListener::bind("127.0.0.1:0").unwrap();
+    let outside = time_conns(&plain);
+    let inside_again = in_cgroup(&so, || {
+        time_conns(&TcpListener::bind("127.0.0.1:0").unwrap())
+    });
+    let runs = runs1 - runs0;
+    println!(
+        "sockops cost: {runs} program runs for {N} connections (both ends), {} ns per run, {} ns \
+         per connection (kernel stats {}); connect+accept {inside:?} (stats on) / {inside_again:?} (stats off) in the cgroup vs \
+         {outside:?} outside; {:?}",
+        (ns1 - ns0) / runs.max(1),
+        (ns1 - ns0) / u64::from(N),
+        if stats_on { "on" } else { "unavailable" },
+        so.stats().unwrap()
+    );
+    if stats_on {
+        // Every callback runs it (the program returns early for the ops it ignores): at least
+        // the two ESTABLISHED ones per connection.
+        assert!(runs >= u64::from(2 * N), "{runs} runs");
+    }
+    let path = so.cgroup_path().to_path_buf();
+    drop(so);
+    assert!(!path.exists());
 }

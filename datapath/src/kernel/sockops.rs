@@ -278,6 +278,15 @@ impl SockOps {
         })
     }
 
+    /// The kernel's run statistics of the program: `(runs, total run time ns)`. Both stay 0
+    /// unless statistics are on (`sysctl kernel.bpf_stats_enabled=1`), which costs every BPF
+    /// program on the machine a clock read per run.
+    pub fn run_stats(&self) -> (u64, u64) {
+        libbpf_rs::query::ProgInfoIter::default()
+            .find(|p| p.id == self.prog_id)
+            .map_or((0, 0), |p| (p.run_cnt, p.run_time_ns))
+    }
+
     /// Detaches the program now; dropping does the same (and removes a cgroup we created).
     pub fn detach(&mut self) {
         self.link = None;
