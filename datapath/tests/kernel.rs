@@ -572,6 +572,11 @@ fn sockops_sets_cca_and_initial_window() {
     );
     assert!(so.publish_iw(&[(5, 4, 10)]).is_err());
     assert!(so.set_cca_policy(1, "a-name-longer-than-15").is_err());
+    // The root cannot be owned (created, emptied, removed), nor a path outside the hierarchy.
+    let root = sockops::cgroup2_mount().unwrap();
+    assert!(SockOps::attach(&root).is_err());
+    assert!(SockOps::attach("/tmp/not-a-cgroup").is_err());
+    assert!(SockOps::attach("../escape").is_err());
 
     // Drop detaches and removes the cgroup.
     drop(so);
@@ -718,4 +723,15 @@ fn sockops_cleans_stale_cgroup_and_cost() {
     let path = so.cgroup_path().to_path_buf();
     drop(so);
     assert!(!path.exists());
+
+    // An existing cgroup is attached to and left in place.
+    let existing = root.join(format!("{TEST_CGROUP}-existing"));
+    if !existing.exists() {
+        std::fs::create_dir(&existing).unwrap();
+    }
+    let so = SockOps::attach_existing(&existing).unwrap();
+    assert_eq!(so.cgroup_path(), existing);
+    drop(so);
+    assert!(existing.is_dir());
+    std::fs::remove_dir(&existing).unwrap();
 }

@@ -91,6 +91,12 @@ impl SockOps {
     /// so the path must not belong to anything else. The cgroup is emptied and removed on drop.
     pub fn attach(cgroup: impl AsRef<Path>) -> Result<Self, KernelError> {
         let path = resolve(cgroup.as_ref())?;
+        if path == cgroup2_mount()? {
+            return Err(KernelError::Invalid(
+                "the cgroup v2 root cannot be created or removed: use SockOps::attach_existing"
+                    .into(),
+            ));
+        }
         if path.exists() {
             remove_cgroup(&path)?;
         }
