@@ -1,9 +1,10 @@
-//! Builds the eBPF congestion control `ccp` (src/kernel/bpf/ccp.bpf.c) when the `kernel`
-//! feature is on; does nothing otherwise.
+//! Builds the eBPF programs of the kernel datapath when the `kernel` feature is on (does
+//! nothing otherwise): the congestion control `ccp` (src/kernel/bpf/ccp.bpf.c) and the sockops
+//! program that sets CCA and initial window per connection (src/kernel/bpf/sockops.bpf.c).
 //!
 //! Steps: `bpftool btf dump file /sys/kernel/btf/vmlinux format c` into `OUT_DIR/vmlinux.h`
-//! (CO-RE against the running kernel), then `clang -target bpf -O2 -g` into
-//! `OUT_DIR/ccp.bpf.o`, which `kernel/mod.rs` embeds. Missing tools or BTF fail the build with
+//! (CO-RE against the running kernel), then `clang -target bpf -O2 -g` of each source into
+//! `OUT_DIR/<name>.bpf.o`, which `kernel/mod.rs` and `kernel/sockops.rs` embed. Missing tools or BTF fail the build with
 //! a message saying what to install. Debian packages (the Makefile's `APT_PACKAGES`): clang,
 //! bpftool, libbpf-dev (BPF helper headers); libelf-dev, zlib1g-dev and pkg-config build the
 //! libbpf that libbpf-rs vendors.
@@ -12,12 +13,18 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-const SRC: &str = "src/kernel/bpf/ccp.bpf.c";
+/// Each BPF source and the object it becomes in `OUT_DIR`.
+const SOURCES: [(&str, &str); 2] = [
+    ("src/kernel/bpf/ccp.bpf.c", "ccp.bpf.o"),
+    ("src/kernel/bpf/sockops.bpf.c", "sockops.bpf.o"),
+];
 const BTF: &str = "/sys/kernel/btf/vmlinux";
 
 fn main() -> ExitCode {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed={SRC}");
+    for (src, _) in SOURCES {
+        println!("cargo:rerun-if-changed={src}");
+    }
     println!("cargo:rerun-if-env-changed=BPFTOOL");
     println!("cargo:rerun-if-env-changed=CLANG");
     if env::var_os("CARGO_FEATURE_KERNEL").is_none() {
@@ -68,19 +75,21 @@ fn build() -> Result<(), String> {
     let vmlinux = out.join("vmlinux.h");
     write_if_changed(&vmlinux, &dump.stdout)?;
 
-    let obj = out.join("ccp.bpf.o");
-    let status = Command::new(&clang)
-        .args([
-            "-target", "bpf", "-O2", "-g", "-mcpu=v3", "-Wall", "-c", SRC,
-        ])
-        .arg("-I")
-        .arg(&out)
-        .arg("-o")
-        .arg(&obj)
-        .status()
-        .map_err(|e| format!("running {}: {e}", clang.display()))?;
-    if !status.success() {
-        return Err(format!("clang failed to compile {SRC} ({status})"));
+    for (src, obj) in SOURCES {
+        let obj = out.join(obj);
+        let status = Command::new(&clang)
+            .args([
+                "-target", "bpf", "-O2", "-g", "-mcpu=v3", "-Wall", "-c", src,
+            ])
+            .arg("-I")
+            .arg(&out)
+            .arg("-o")
+            .arg(&obj)
+            .status()
+            .map_err(|e| format!("running {}: {e}", clang.display()))?;
+        if !status.success() {
+            return Err(format!("clang failed to compile {src} ({status})"));
+        }
     }
     Ok(())
 }

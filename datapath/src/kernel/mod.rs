@@ -28,21 +28,31 @@
 //!   control; when the runtime falls back, it deletes the entry so the in-kernel Reno takes
 //!   over at once.
 //!
+//! - **Per connection, on a cgroup** ([`SockOps`], `bpf/sockops.bpf.c`): a sockops program
+//!   attached to a cgroup v2 sets, in each new TCP connection's ESTABLISHED callback (before the
+//!   first data segment), the initial window (`TCP_BPF_IW`) from an LPM table of remote IPv4
+//!   prefixes that user space publishes as plain address ranges, and the congestion control
+//!   (`TCP_CONGESTION`: `ccp`, `cubic`, `reno`, `bbr`, ...) by a per-port policy. A socket can
+//!   still opt in to `ccp` itself with `setsockopt(TCP_CONGESTION)`.
+//!
 //! Needs root (or `CAP_BPF` + `CAP_NET_ADMIN`), a kernel with BTF and BPF `struct_ops`
-//! congestion control; [`KernelError::is_unavailable`] tells a caller to skip.
+//! congestion control (and cgroup v2 for [`SockOps`]); [`KernelError::is_unavailable`] tells a
+//! caller to skip.
 //!
 //! # Not done yet (issue 7)
-//! - The sockops program that assigns `ccp` (or any CCA) per socket on a cgroup and sets the
-//!   initial window (`TCP_BPF_IW`) from the IW table; today a socket opts in with
-//!   `setsockopt(TCP_CONGESTION)`.
+//! - Wiring `iw-controller`'s learned ranges into [`SockOps::publish_iw`] in a running agent
+//!   (the API takes plain ranges so this crate does not depend on it); IPv6 prefixes in the IW
+//!   table (IPv4-mapped peers are covered).
 //! - The network-namespace testbed (veth, tbf/htb, our delay/loss relay) and
 //!   `ccp-eval --datapath kernel`.
 //! - Calibration of the simulator against the kernel, and the control-loop / CPU benchmarks.
 
 mod bridge;
 pub mod record;
+pub mod sockops;
 
 use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -54,6 +64,7 @@ use thiserror::Error;
 
 pub use bridge::{BridgeStats, KernelBridge};
 pub use record::{Record, RecordKind};
+pub use sockops::{SockOps, SockOpsStats, ipv4_range_to_cidrs};
 
 /// Name the congestion control registers under (`TCP_CONGESTION`).
 pub const CCA_NAME: &str = "ccp";
@@ -77,6 +88,22 @@ pub enum KernelError {
     /// The embedded object lacks a map or the `struct_ops` the loader expects.
     #[error("BPF object has no map `{0}`")]
     MissingMap(&'static str),
+    /// A cgroup file operation failed ([`SockOps`]).
+    #[error("{step} {}: {source}", path.display())]
+    Cgroup {
+        /// What was being done.
+        step: &'static str,
+        /// The cgroup file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// No cgroup v2 hierarchy is mounted (needed by [`SockOps`]).
+    #[error("no cgroup2 filesystem is mounted (/proc/self/mounts)")]
+    NoCgroup2,
+    /// An argument the kernel would refuse (a CCA name too long, an empty range, ...).
+    #[error("invalid argument: {0}")]
+    Invalid(String),
 }
 
 impl KernelError {
@@ -84,8 +111,20 @@ impl KernelError {
         move |source| Self::Bpf { step, source }
     }
 
-    /// The machine does not let us load BPF `struct_ops` (not root, no `CAP_BPF`, or the
-    /// kernel lacks the support): callers should skip rather than fail.
+    fn cgroup(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self::Cgroup { step, path, source }
+    }
+
+    /// The kernel's verifier refused a program: a bug in the BPF source (or a kernel too old
+    /// for it), not a missing permission, even though the kernel reports it as `EACCES`.
+    pub fn is_verifier_rejection(&self) -> bool {
+        matches!(self, Self::Bpf { step, .. } if step.contains("(verifier)"))
+    }
+
+    /// The machine does not let us load BPF `struct_ops` or attach sockops (not root, no
+    /// `CAP_BPF`, the kernel lacks the support, no cgroup v2): callers should skip rather than
+    /// fail.
     pub fn is_unavailable(&self) -> bool {
         match self {
             Self::Bpf { source, .. } => {
@@ -106,7 +145,12 @@ impl KernelError {
                     .any(|m| msg.contains(m))
                 }
             }
-            Self::MissingMap(_) => false,
+            Self::Cgroup { source, .. } => matches!(
+                source.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ),
+            Self::NoCgroup2 => true,
+            Self::MissingMap(_) | Self::Invalid(_) => false,
         }
     }
 }
