@@ -3,12 +3,13 @@
 //! Exit codes: 0 success, 1 a run or the demo failed, 2 bad input (scenario file, scheme name,
 //! arguments).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use ccp_eval::report::{self, ReportInput};
-use ccp_eval::results::{self, FlowRow, SeriesRow};
+use ccp_eval::results::{self, FlowRow, SeriesRow, SwapRow};
 use ccp_eval::runner::{self, RunOptions};
 use ccp_eval::scenario::Scenario;
 use ccp_eval::{builtin, schemes, training};
@@ -270,9 +271,9 @@ fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> Exi
         return fail(1, &e);
     }
     if !output.swaps.is_empty()
-        && let Err(e) = results::write_csv(&out.join("swaps.csv"), &output.swaps)
+        && let Err(e) = write_choices(out, &scenario, &output.rows, &output.swaps)
     {
-        return fail(1, &e.to_string());
+        return fail(1, &e);
     }
     println!("report: {}", out.join("report.md").display());
     if output.failed > 0 {
@@ -280,6 +281,40 @@ fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> Exi
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Writes `swaps.csv` and `selector.md` (time share per candidate, and the candidate in use
+/// over time per condition in `plots/cca_<condition>.svg`).
+fn write_choices(
+    out: &Path,
+    scenario: &Scenario,
+    rows: &[FlowRow],
+    swaps: &[SwapRow],
+) -> Result<(), String> {
+    use ccp_eval::report::choices;
+    results::write_csv(&out.join("swaps.csv"), swaps).map_err(|e| e.to_string())?;
+    let mut md = format!(
+        "# {}: what the selector chose\n\n{}\n",
+        scenario.name,
+        choices::time_share_table(swaps, rows, scenario.duration_s)
+    );
+    let plots = out.join("plots");
+    std::fs::create_dir_all(&plots).map_err(|e| format!("{}: {e}", plots.display()))?;
+    for c in &scenario.conditions {
+        if let Some(svg) = choices::cca_over_time_svg(swaps, &c.id, scenario.duration_s) {
+            let name = format!(
+                "cca_{}.svg",
+                c.id.replace(
+                    |ch: char| !ch.is_ascii_alphanumeric() && ch != '.' && ch != '-',
+                    "_"
+                )
+            );
+            std::fs::write(plots.join(&name), svg).map_err(|e| format!("{name}: {e}"))?;
+            let _ = write!(md, "![{}](plots/{name})\n\n", c.id);
+        }
+    }
+    let path = out.join("selector.md");
+    std::fs::write(&path, md).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Creates the output directory and removes earlier results, so a run that fails midway
@@ -290,6 +325,7 @@ fn prepare_out(out: &Path) -> Result<(), String> {
         "results.csv",
         "series.csv",
         "swaps.csv",
+        "selector.md",
         "summary.json",
         "report.md",
     ] {

@@ -32,6 +32,7 @@
 //! scenario (directories with `results.csv` and optionally `series.csv`) and reports on them.
 
 mod aggregate;
+pub mod choices;
 mod markdown;
 mod plots;
 mod svg;

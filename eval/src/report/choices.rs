@@ -1,0 +1,118 @@
+//! What the selector chose: the candidate in use over time per flow (Antelope Fig. 7) and the
+//! share of time on each candidate per environment (Antelope Table III), from `swaps.csv`.
+//!
+//! A flow's candidate before its first swap is that swap's `from`; a flow with no swap has no
+//! row in `swaps.csv` and is left out of the shares (its start candidate is not recorded).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::svg::{Axis, Panel, Svg, fmt_tick};
+use crate::results::{FlowRow, SwapRow};
+
+/// One flow's candidate over time: (start time, candidate) steps, then the end time.
+struct Timeline<'a> {
+    steps: Vec<(f64, &'a str)>,
+}
+
+type FlowKey<'a> = (&'a str, &'a str, u64, u32);
+
+fn timelines(swaps: &[SwapRow]) -> BTreeMap<FlowKey<'_>, Timeline<'_>> {
+    let mut out: BTreeMap<FlowKey<'_>, Timeline<'_>> = BTreeMap::new();
+    for s in swaps {
+        let t = out
+            .entry((s.condition.as_str(), s.scheme.as_str(), s.seed, s.sock_id))
+            .or_insert_with(|| Timeline {
+                steps: vec![(0.0, s.from.as_str())],
+            });
+        t.steps.push((s.t_s, s.to.as_str()));
+    }
+    out
+}
+
+/// Share of time on each candidate, per (environment, scheme), as a markdown table.
+pub fn time_share_table(swaps: &[SwapRow], rows: &[FlowRow], duration_s: f64) -> String {
+    let env_of: BTreeMap<&str, &str> = rows
+        .iter()
+        .map(|r| (r.condition.as_str(), r.env.as_str()))
+        .collect();
+    let mut time: BTreeMap<(&str, &str), BTreeMap<&str, f64>> = BTreeMap::new();
+    for ((cond, scheme, _, _), t) in timelines(swaps) {
+        let env = env_of.get(cond).copied().unwrap_or("?");
+        let acc = time.entry((env, scheme)).or_default();
+        for (i, (start, cca)) in t.steps.iter().enumerate() {
+            let end = t.steps.get(i + 1).map_or(duration_s, |s| s.0);
+            *acc.entry(cca).or_insert(0.0) += (end - start).max(0.0);
+        }
+    }
+    let mut md =
+        String::from("| Env | Scheme | Share of flow time per candidate |\n|---|---|---|\n");
+    for ((env, scheme), per) in &time {
+        let total: f64 = per.values().sum();
+        let mut v: Vec<(&str, f64)> = per
+            .iter()
+            .map(|(c, t)| (*c, *t / total.max(1e-9)))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let cells: Vec<String> = v
+            .iter()
+            .filter(|(_, s)| *s >= 0.005)
+            .map(|(c, s)| format!("{c} {:.0} %", s * 100.0))
+            .collect();
+        let _ = writeln!(md, "| {env} | `{scheme}` | {} |", cells.join(", "));
+    }
+    md
+}
+
+/// The candidate in use over time for every flow of `condition` (one line per flow and
+/// scheme), as an SVG step plot; `None` if the condition has no swaps.
+pub fn cca_over_time_svg(swaps: &[SwapRow], condition: &str, duration_s: f64) -> Option<String> {
+    let lines: Vec<_> = timelines(swaps)
+        .into_iter()
+        .filter(|(k, _)| k.0 == condition)
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let mut names: Vec<&str> = lines
+        .iter()
+        .flat_map(|(_, t)| t.steps.iter().map(|s| s.1))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let level = |c: &str| names.iter().position(|n| *n == c).unwrap_or(0) as f64;
+    let mut svg = Svg::new(
+        780.0,
+        420.0,
+        &format!("Candidate in use over time: {condition}"),
+    );
+    let p = Panel {
+        left: 110.0,
+        top: 45.0,
+        width: 520.0,
+        height: 300.0,
+        x: Axis::linear(0.0, duration_s),
+        y: Axis::linear(-0.5, names.len() as f64 - 0.5),
+    };
+    svg.axes(&p, "time (s)", "", Some(fmt_tick), |_| String::new());
+    for (i, n) in names.iter().enumerate() {
+        if let Some((x, y)) = p.map(0.0, i as f64) {
+            svg.text(x - 8.0, y + 4.0, n, 11.0, "end", "");
+        }
+    }
+    let mut legend = Vec::new();
+    for (k, ((_, scheme, seed, sock), t)) in lines.iter().enumerate() {
+        let mut pts = Vec::new();
+        for (i, (start, cca)) in t.steps.iter().enumerate() {
+            let end = t.steps.get(i + 1).map_or(duration_s, |s| s.0);
+            let y = level(cca) + 0.08 * k as f64;
+            pts.extend(p.map(*start, y));
+            pts.extend(p.map(end, y));
+        }
+        let col = super::svg::color(k);
+        svg.polyline(&pts, col, 2.0, None);
+        legend.push((format!("{scheme} seed {seed} flow {sock}"), col));
+    }
+    svg.legend(650.0, 60.0, &legend);
+    Some(svg.finish())
+}
