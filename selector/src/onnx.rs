@@ -49,6 +49,7 @@ use ort::value::{TensorElementType, TensorRef, ValueType};
 use serde::Deserialize;
 
 use crate::policy::{Decision, Features, SelectionPolicy};
+use crate::selector::PolicyFactory;
 
 /// Version of the feature schema below; bumped whenever a feature or its order changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -483,6 +484,13 @@ impl OnnxPolicy {
             errors: 0,
             initial,
         }
+    }
+
+    /// A [`Selector`](crate::Selector) policy factory: one `OnnxPolicy` per flow, all sharing
+    /// `model`, each starting on `initial`. The selector's candidates must be the ones `model`
+    /// was loaded for (checked by [`OnnxModel::load`]).
+    pub fn factory(model: Arc<OnnxModel>, initial: usize) -> PolicyFactory {
+        Arc::new(move |_: &[&str]| Box::new(OnnxPolicy::new(model.clone(), initial)) as _)
     }
 
     /// The current input window (for tests and traces).

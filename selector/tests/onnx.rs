@@ -281,3 +281,69 @@ fn argmax_takes_the_first_maximum_and_skips_nan() {
     assert_eq!(argmax(&[f32::NAN, 0.2]), Some(1));
     assert_eq!(argmax(&[]), None);
 }
+
+#[test]
+fn onnx_policy_drives_the_selector_in_the_simulator() {
+    use ccp_algorithms::{
+        BbrConfig, C2tcpConfig, CopaConfig, CubicConfig, DynAlgorithmConfig, IllinoisConfig,
+        RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
+    };
+    use ccp_datapath::runtime::DatapathConfig;
+    use ccp_datapath::sim::{
+        FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, Simulation,
+    };
+    use ccp_selector::{EventKind, HysteresisConfig, Selector};
+
+    const MS: u64 = 1_000_000;
+    let Some((model, names)) = load() else { return };
+    // In the model's candidate order.
+    let candidates: Vec<Box<dyn DynAlgorithmConfig>> = vec![
+        Box::new(RenoConfig::default()),
+        Box::new(CubicConfig::default()),
+        Box::new(BbrConfig::default()),
+        Box::new(VegasConfig::default()),
+        Box::new(WestwoodConfig::default()),
+        Box::new(IllinoisConfig::default()),
+        Box::new(CopaConfig::default()),
+        Box::new(C2tcpConfig::default()),
+        Box::new(VivaceConfig::default()),
+    ];
+    let sel = Selector::new(candidates, OnnxPolicy::factory(model, 1))
+        .with_hysteresis(HysteresisConfig::default());
+    assert_eq!(sel.names(), names);
+    let log = sel.log();
+    let cfg = SimConfig {
+        seed: 11,
+        duration_ns: 10_000 * MS,
+        link: LinkSpec {
+            rate: LinkRate::Constant { bps: 10_000_000 },
+            buffer_bytes: 62_500,
+            loss: 0.01,
+        },
+        flows: vec![FlowSpec::bulk(
+            Scheme::Ccp {
+                alg: "selector".to_string(),
+            },
+            25 * MS,
+        )],
+        changes: Vec::new(),
+        agent_latency_ns: 0,
+        ack_aggregation_ns: 0,
+        sample_interval_ns: 10 * MS,
+        datapath: DatapathConfig::default(),
+    };
+    let r = Simulation::new(cfg, Some(LockstepAgent::new(sel)))
+        .unwrap()
+        .run()
+        .unwrap();
+    let decisions = log
+        .events()
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Decision))
+        .count();
+    let swaps = log.swap_events().len();
+    let util = r.flows[0].throughput_bps(r.duration_ns) / 10_000_000.0;
+    println!("onnx in sim: {decisions} decisions, {swaps} swaps, utilization {util:.2}");
+    assert!(decisions > 50, "{decisions} decisions");
+    assert!(util > 0.2, "utilization {util}");
+}
