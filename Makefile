@@ -11,7 +11,10 @@ APT_PACKAGES := clang libclang-dev bpftool libbpf-dev libelf-dev zlib1g-dev pkg-
 VENV := .venv
 ONNXRUNTIME_VERSION := 1.31.1
 PY_PACKAGES := onnxruntime==$(ONNXRUNTIME_VERSION) scikit-learn==1.9.1 skl2onnx==1.20.0 numpy==2.4.6
-export ORT_DYLIB_PATH ?= $(firstword $(wildcard $(CURDIR)/$(VENV)/lib/python3*/site-packages/onnxruntime/capi/libonnxruntime.so.$(ONNXRUNTIME_VERSION)))
+# The venv's site-packages is named after the python3 that creates it, so the library path is
+# known before the venv exists (a `wildcard` here would be empty on a fresh checkout).
+PYTHON_DIR := $(shell python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+export ORT_DYLIB_PATH ?= $(CURDIR)/$(VENV)/lib/$(PYTHON_DIR)/site-packages/onnxruntime/capi/libonnxruntime.so.$(ONNXRUNTIME_VERSION)
 # Tells the onnx tests that a missing library is a failure, not a skip.
 export CCP_ONNX_REQUIRED := 1
 
@@ -27,9 +30,10 @@ deps:
 	fi
 
 venv:
-	@if ! $(VENV)/bin/python -c 'import onnxruntime, sklearn, skl2onnx, numpy; assert onnxruntime.__version__ == "$(ONNXRUNTIME_VERSION)"' 2>/dev/null; then \
+	@if ! { [ -f "$$ORT_DYLIB_PATH" ] && $(VENV)/bin/python -c 'import onnxruntime, sklearn, skl2onnx, numpy; assert onnxruntime.__version__ == "$(ONNXRUNTIME_VERSION)"' 2>/dev/null; }; then \
 	  echo "creating $(VENV) with $(PY_PACKAGES)"; \
-	  python3 -m venv $(VENV) && $(VENV)/bin/pip install -q $(PY_PACKAGES); \
+	  rm -rf $(VENV) && python3 -m venv $(VENV) && $(VENV)/bin/pip install -q $(PY_PACKAGES) && \
+	  test -f "$$ORT_DYLIB_PATH" || { echo "no ONNX Runtime library at $$ORT_DYLIB_PATH"; exit 1; }; \
 	fi
 
 # Regenerates the example model of the onnx policy from synthetic data.
