@@ -5,7 +5,20 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages: clang and libclang for bindgen (the libccp oracle in the conformance tests).
 APT_PACKAGES := clang libclang-dev bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config
 
-.PHONY: run test deps bench demo models
+# Python venv for the `onnx` selection policy: ONNX Runtime's shared library comes from the PyPI
+# wheel (the Rust `ort` crate, 2.0.0-rc.15, targets ONNX Runtime 1.31 and loads it at run time),
+# and the training script (selector/train/train_onnx.py) needs scikit-learn and skl2onnx.
+VENV := .venv
+ONNXRUNTIME_VERSION := 1.31.1
+PY_PACKAGES := onnxruntime==$(ONNXRUNTIME_VERSION) scikit-learn==1.9.1 skl2onnx==1.20.0 numpy==2.4.6
+# The venv's site-packages is named after the python3 that creates it, so the library path is
+# known before the venv exists (a `wildcard` here would be empty on a fresh checkout).
+PYTHON_DIR := $(shell python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+export ORT_DYLIB_PATH ?= $(CURDIR)/$(VENV)/lib/$(PYTHON_DIR)/site-packages/onnxruntime/capi/libonnxruntime.so.$(ONNXRUNTIME_VERSION)
+# Tells the onnx tests that a missing library is a failure, not a skip.
+export CCP_ONNX_REQUIRED := 1
+
+.PHONY: run test deps bench demo venv onnx-example models
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -26,16 +39,28 @@ $(MODELS):
 
 models: deps $(MODELS)
 
+
+venv:
+	@if ! { [ -f "$$ORT_DYLIB_PATH" ] && $(VENV)/bin/python -c 'import onnxruntime, sklearn, skl2onnx, numpy; assert onnxruntime.__version__ == "$(ONNXRUNTIME_VERSION)"' 2>/dev/null; }; then \
+	  echo "creating $(VENV) with $(PY_PACKAGES)"; \
+	  rm -rf $(VENV) && python3 -m venv $(VENV) && $(VENV)/bin/pip install -q $(PY_PACKAGES) && \
+	  test -f "$$ORT_DYLIB_PATH" || { echo "no ONNX Runtime library at $$ORT_DYLIB_PATH"; exit 1; }; \
+	fi
+
+# Regenerates the example model of the onnx policy from synthetic data.
+onnx-example: venv
+	$(VENV)/bin/python selector/train/train_onnx.py --synthetic --out-dir selector/models/example-onnx
+
 run: deps models
 	$(CARGO) run --release -q -p ccp-eval -- run quick --out results/quick
 
 demo: deps
 	$(CARGO) run --release -q -p ccp-eval -- demo
 
-test: deps
+test: deps venv
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --features ccp-datapath/kernel -- -D warnings
 	$(CARGO) test --workspace --features ccp-datapath/kernel
 
 bench: deps
-	$(CARGO) bench -p ccp-datapath
+	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent

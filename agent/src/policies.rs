@@ -14,7 +14,7 @@ use ccp_selector::{FlowContext, PolicyFactory, ReinPolicy, SelectionPolicy, Stat
 use crate::config::{Preference, Preferences};
 
 /// The policy names [`build`] knows, as written in `selector.policy`.
-pub const KNOWN: &[&str] = &["static:<cca>", "rein", "antelope", "outcome"];
+pub const KNOWN: &[&str] = &["static:<cca>", "rein", "antelope", "outcome", "onnx"];
 
 /// What a policy may be built from.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +65,7 @@ pub fn build(spec: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Polic
         ("rein", None) => rein(ctx),
         ("antelope", None) => learned(OBJECTIVE_ANTELOPE, ctx),
         ("outcome", None) => learned(OBJECTIVE_OUTCOME, ctx),
+        ("onnx", None) => onnx(ctx),
         _ => Err(PolicyError::Unknown {
             name: spec.to_string(),
         }),
@@ -136,12 +137,29 @@ fn learned(objective: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Po
         .collect();
     let config = AntelopeConfig {
         preferences,
-        ..AntelopeConfig::default()
+        ..AntelopeConfig::for_objective(objective)
     };
     let shared = Antelope::new(config, Arc::new(models));
     Ok(Arc::new(move |flow: &FlowContext<'_>| {
         Box::new(shared.policy(flow)) as Box<dyn SelectionPolicy>
     }))
+}
+
+/// `onnx`: the network in `<selector.models>/onnx/policy.onnx` (with its `policy.json`),
+/// run with ONNX Runtime (located by `ORT_DYLIB_PATH` or the workspace `.venv`); flows start on
+/// the first candidate.
+fn onnx(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
+    let model_err = |message: String| PolicyError::Model {
+        policy: "onnx".to_string(),
+        message,
+    };
+    let path = ctx
+        .models
+        .ok_or_else(|| model_err("selector.models is not set".into()))?
+        .join("onnx/policy.onnx");
+    let model = ccp_selector::OnnxModel::load(&path, ctx.candidates)
+        .map_err(|e| model_err(e.to_string()))?;
+    Ok(ccp_selector::OnnxPolicy::factory(Arc::new(model), 0))
 }
 
 #[cfg(test)]

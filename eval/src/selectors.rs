@@ -205,7 +205,8 @@ pub struct RunSchemes {
 
 /// A selector deciding with Antelope's policy machinery over `models`.
 fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>) -> Selector {
-    let shared = Antelope::new(AntelopeConfig::default(), models);
+    let config = AntelopeConfig::for_objective(&models.objective);
+    let shared = Antelope::new(config, models);
     Selector::new(
         candidates(),
         Arc::new(move |ctx: &FlowContext<'_>| Box::new(shared.policy(ctx)) as _),

@@ -7,6 +7,10 @@
 //!   [`Decision`] out) and the policies: [`StaticPolicy`] (never switches, the baseline),
 //!   [`EveryN`] (round-robin every N reports, for tests) and [`ReinPolicy`] (Rein's rules:
 //!   Cubic by default, BBR on a shallow buffer, Westwood on random-like loss).
+//! - [`onnx`]: [`OnnxPolicy`] (policy 4): a neural network in an ONNX file, run with ONNX
+//!   Runtime (loaded at run time from `ORT_DYLIB_PATH` or the workspace `.venv`), maps the
+//!   last K reports' features to one score per candidate; the argmax wins. The model
+//!   ([`OnnxModel`]) is loaded and validated once and shared by every flow.
 //! - [`hysteresis`]: the switch filter — M consecutive agreeing decisions (default 2, as in
 //!   Antelope) and a minimum dwell time (default 2 RTTs, time taken from the reports).
 //! - [`selector`]: [`Selector`], a portus `CongAlg` over every IPC. Its per-flow object owns the
@@ -23,15 +27,17 @@
 //! per candidate for the same losses (utilization fell to ~0.74 in the same run).
 //!
 //! What is left (issue 5): Antelope's gradient-boosted per-candidate reward models and IP-level
-//! flow-start prediction, ONNX neural policies, predicted scores in the events, and the
+//! flow-start prediction, predicted scores in the events, and the
 //! deployable `ccp-agent` binary with its config and SIGHUP reload.
 
 pub mod antelope;
 pub mod hysteresis;
+pub mod onnx;
 pub mod policy;
 pub mod selector;
 
 pub use hysteresis::{Hysteresis, HysteresisConfig};
+pub use onnx::{OnnxError, OnnxModel, OnnxPolicy};
 pub use policy::{
     Decision, EveryN, Explanation, Features, FlowContext, ReinPolicy, SelectionPolicy, StaticPolicy,
 };

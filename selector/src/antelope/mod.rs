@@ -75,6 +75,24 @@ pub struct AntelopeConfig {
     pub min_gain: f64,
 }
 
+impl AntelopeConfig {
+    /// The defaults for models of `objective`: Antelope's own models ask for a 10 % margin;
+    /// `outcome` models, whose predictions are TCP-RL rewards (ln of Mbit/s per ms) where a
+    /// flow's starting candidate is usually already near the best, ask for a margin of 100 %
+    /// of the active candidate's |prediction| (chosen on the validation grid of
+    /// `docs/selector.md`, not on the test grid).
+    pub fn for_objective(objective: &str) -> Self {
+        Self {
+            min_gain: if objective == model::OBJECTIVE_OUTCOME {
+                1.0
+            } else {
+                0.1
+            },
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for AntelopeConfig {
     fn default() -> Self {
         Self {

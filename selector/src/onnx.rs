@@ -1,0 +1,606 @@
+//! Policy 4, `onnx`: a neural network, loaded from an ONNX file and run with ONNX Runtime, maps
+//! a window of per-report features to one score per candidate; the decision is the argmax.
+//!
+//! What it follows: ARC runs its learned selector with ONNX Runtime for inference, and TCP-RL
+//! picks a congestion-control scheme per flow with a learned policy over recent measurements.
+//! What it leaves out: online learning and exploration (TCP-RL's reinforcement loop; the model
+//! here is trained offline by `selector/train/train_onnx.py` and frozen), per-candidate reward
+//! regression (Antelope's models), and any GPU or batching across flows: one flow, one
+//! single-threaded CPU inference per report.
+//!
+//! # The runtime
+//! `ort` is built with `load-dynamic`: `libonnxruntime.so` is opened at run time, once per
+//! process. [`OnnxModel::load`] finds it by [`resolve_library`]: `ORT_DYLIB_PATH` if set, else
+//! `onnxruntime/capi/libonnxruntime.so*` under `.venv/lib/python3*/site-packages/` of the current
+//! directory or one of its ancestors (the workspace `.venv` that `make venv` fills from the
+//! pinned `onnxruntime` wheel from the Python package index). A missing or unloadable library is an [`OnnxError`], never
+//! a panic.
+//!
+//! # The features (schema [`SCHEMA_VERSION`] 1)
+//! Per report, in this order ([`FEATURES`], then one per candidate):
+//! - `throughput_norm`: delivery rate (`rate_incoming`, else acked bytes over the time since the
+//!   previous report, else 0) divided by the largest such rate the flow has seen, in `[0, 1]`;
+//! - `rtt_ratio`: `rtt / min_rtt` (min over the flow's `rtt` and `min_rtt` samples), capped at
+//!   [`RTT_RATIO_CAP`]; 0 without a sample;
+//! - `loss_frac`: lost bytes over acked + SACKed + lost bytes, lost packets counted as
+//!   [`MSS_BYTES`] each; 0 on an empty interval;
+//! - `timeout`: 1 if the interval had a retransmission timeout, else 0;
+//! - `current=<candidate>`: one-hot of the candidate active at that report.
+//!
+//! The model input is the last `window` reports (from the sidecar; the example uses 8), oldest
+//! first, flattened: a float tensor `[1, window * (4 + candidates)]`. The output named in the
+//! sidecar is a float tensor `[1, candidates]` of scores (the example: class probabilities).
+//! Until `window` reports have been seen the policy stays.
+//!
+//! # The sidecar
+//! `policy.onnx` comes with `policy.json` beside it: `schema_version`, `window`, `features`
+//! (the per-report names above, candidates included), `candidates` (in the selector's order),
+//! `input_name`, `output_name`. [`OnnxModel::load`] checks all of them, and the model's own
+//! input and output shapes, against the selector's candidates; any mismatch is an error that
+//! names what was expected and what was found.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ort::session::Session;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::value::{TensorElementType, TensorRef, ValueType};
+use serde::Deserialize;
+
+use crate::policy::{Decision, Features, SelectionPolicy};
+use crate::selector::PolicyFactory;
+
+/// Version of the feature schema below; bumped whenever a feature or its order changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Per-report scalar features, in input order; the candidate one-hot (`current=<name>`) follows.
+pub const FEATURES: [&str; 4] = ["throughput_norm", "rtt_ratio", "loss_frac", "timeout"];
+
+/// Bytes counted per lost packet in `loss_frac`.
+pub const MSS_BYTES: u64 = 1448;
+
+/// Upper bound of `rtt_ratio`, so one stale `min_rtt` cannot blow the input up.
+pub const RTT_RATIO_CAP: f64 = 10.0;
+
+/// Environment variable naming the ONNX Runtime shared library.
+pub const DYLIB_ENV: &str = "ORT_DYLIB_PATH";
+
+/// What can go wrong loading the runtime or a model, or running it.
+#[derive(Debug, thiserror::Error)]
+pub enum OnnxError {
+    /// No ONNX Runtime shared library was found.
+    #[error(
+        "ONNX Runtime library not found (searched: {searched}); set {DYLIB_ENV} to \
+         libonnxruntime.so or run `make venv`"
+    )]
+    LibraryNotFound {
+        /// The paths or patterns that were tried.
+        searched: String,
+    },
+    /// The library was found but could not be loaded (not a library, wrong version...).
+    #[error("cannot load ONNX Runtime from {path}: {reason}")]
+    LibraryLoad {
+        /// The library file.
+        path: PathBuf,
+        /// What the loader said.
+        reason: String,
+    },
+    /// The model or its sidecar could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The sidecar is not valid JSON of the expected form.
+    #[error("bad sidecar {path}: {source}")]
+    Sidecar {
+        /// The sidecar file.
+        path: PathBuf,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+    /// The model or sidecar does not match the schema or the selector's candidates.
+    #[error("model {path} does not match: {what}: expected {expected}, found {found}")]
+    Mismatch {
+        /// The model file.
+        path: PathBuf,
+        /// What was compared.
+        what: &'static str,
+        /// What this build and the candidates need.
+        expected: String,
+        /// What the files say.
+        found: String,
+    },
+    /// ONNX Runtime refused the model (malformed file, unsupported operator...).
+    #[error("ONNX Runtime cannot load model {path}: {source}")]
+    Model {
+        /// The model file.
+        path: PathBuf,
+        /// The runtime's error.
+        source: ort::Error,
+    },
+    /// Inference failed.
+    #[error("inference failed: {0}")]
+    Run(#[from] ort::Error),
+    /// The input had the wrong length.
+    #[error("input has {found} values, the model takes {expected}")]
+    InputLength {
+        /// What the model takes.
+        expected: usize,
+        /// What was passed.
+        found: usize,
+    },
+    /// A thread panicked while holding the session (the lock is poisoned).
+    #[error("the ONNX session lock is poisoned")]
+    Poisoned,
+}
+
+/// The library path to use: `explicit`, else `ORT_DYLIB_PATH`, else the workspace `.venv`
+/// (see the module docs). Checks only that the file exists.
+pub fn resolve_library(explicit: Option<&Path>) -> Result<PathBuf, OnnxError> {
+    if let Some(p) = explicit {
+        return existing(p, format!("{} (explicit)", p.display()));
+    }
+    if let Some(p) = std::env::var_os(DYLIB_ENV).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return existing(&p, format!("{}={}", DYLIB_ENV, p.display()));
+    }
+    let mut searched = String::new();
+    let cwd = std::env::current_dir().map_err(|source| OnnxError::Io {
+        path: PathBuf::from("."),
+        source,
+    })?;
+    for dir in cwd.ancestors() {
+        let lib = dir.join(".venv").join("lib");
+        let _ = write!(
+            searched,
+            "{}/python3*/site-packages/onnxruntime/capi/libonnxruntime.so*; ",
+            lib.display()
+        );
+        if let Some(found) = find_in_venv(&lib) {
+            return Ok(found);
+        }
+    }
+    Err(OnnxError::LibraryNotFound {
+        searched: format!("{DYLIB_ENV} unset; {searched}"),
+    })
+}
+
+fn existing(p: &Path, searched: String) -> Result<PathBuf, OnnxError> {
+    if p.is_file() {
+        Ok(p.to_path_buf())
+    } else {
+        Err(OnnxError::LibraryNotFound { searched })
+    }
+}
+
+fn find_in_venv(lib: &Path) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
+        })
+        .collect();
+    dirs.sort();
+    for d in dirs {
+        let capi = d.join("site-packages/onnxruntime/capi");
+        let Ok(entries) = std::fs::read_dir(&capi) else {
+            continue;
+        };
+        let mut libs: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("libonnxruntime.so"))
+            })
+            .collect();
+        libs.sort();
+        if let Some(l) = libs.pop() {
+            return Some(l);
+        }
+    }
+    None
+}
+
+/// The process-wide runtime: ONNX Runtime allows one library and one environment per process.
+struct Runtime {
+    path: PathBuf,
+    env: ort::environment::Environment,
+}
+
+static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
+
+/// Loads ONNX Runtime (once per process) and returns its environment. Once a library is
+/// loaded, later calls reuse it whatever `library` says; the path is returned for logs.
+fn runtime(library: Option<&Path>) -> Result<(ort::environment::Environment, PathBuf), OnnxError> {
+    let mut slot = RUNTIME.lock().map_err(|_| OnnxError::Poisoned)?;
+    if let Some(rt) = slot.as_ref() {
+        return Ok((rt.env.clone(), rt.path.clone()));
+    }
+    let path = resolve_library(library)?;
+    let load_err = |reason: String| OnnxError::LibraryLoad {
+        path: path.clone(),
+        reason,
+    };
+    let env = ort::init_from(&path)
+        .map_err(|e| load_err(e.to_string()))?
+        .with_name("ccp-selector")
+        .build()
+        .map_err(|e| load_err(e.to_string()))?;
+    *slot = Some(Runtime {
+        path: path.clone(),
+        env: env.clone(),
+    });
+    Ok((env, path))
+}
+
+/// The sidecar `policy.json` (see the module docs); unknown fields are ignored.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Sidecar {
+    /// Feature schema the model was trained on.
+    pub schema_version: u32,
+    /// Reports per input window.
+    pub window: usize,
+    /// Per-report feature names, candidates' one-hot included.
+    pub features: Vec<String>,
+    /// Candidate names, by output index.
+    pub candidates: Vec<String>,
+    /// Name of the model input.
+    pub input_name: String,
+    /// Name of the score output.
+    pub output_name: String,
+}
+
+/// A loaded, validated model, shared by every flow of a selector (wrap it in an [`Arc`]).
+///
+/// The session sits behind a mutex because `ort` runs take `&mut Session`; one inference per
+/// report is short, so flows on different threads wait little.
+pub struct OnnxModel {
+    session: Mutex<Session>,
+    sidecar: Sidecar,
+    input_len: usize,
+    per_report: usize,
+    library: PathBuf,
+}
+
+impl std::fmt::Debug for OnnxModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnnxModel")
+            .field("sidecar", &self.sidecar)
+            .field("library", &self.library)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OnnxModel {
+    /// Loads `model` (`.onnx`) and its sidecar (same path, `.json`), for these candidates in
+    /// this order, with the library from [`resolve_library`].
+    pub fn load(model: &Path, candidates: &[&str]) -> Result<Self, OnnxError> {
+        Self::load_with_library(model, candidates, None)
+    }
+
+    /// As [`OnnxModel::load`], with an explicit library path (ignored once a library is
+    /// loaded in this process).
+    pub fn load_with_library(
+        model: &Path,
+        candidates: &[&str],
+        library: Option<&Path>,
+    ) -> Result<Self, OnnxError> {
+        let sidecar_path = model.with_extension("json");
+        let text = std::fs::read_to_string(&sidecar_path).map_err(|source| OnnxError::Io {
+            path: sidecar_path.clone(),
+            source,
+        })?;
+        let sidecar: Sidecar =
+            serde_json::from_str(&text).map_err(|source| OnnxError::Sidecar {
+                path: sidecar_path.clone(),
+                source,
+            })?;
+        let mismatch = |what, expected: String, found: String| OnnxError::Mismatch {
+            path: model.to_path_buf(),
+            what,
+            expected,
+            found,
+        };
+        if sidecar.schema_version != SCHEMA_VERSION {
+            return Err(mismatch(
+                "schema_version",
+                SCHEMA_VERSION.to_string(),
+                sidecar.schema_version.to_string(),
+            ));
+        }
+        if sidecar.candidates != candidates {
+            return Err(mismatch(
+                "candidates",
+                format!("{candidates:?}"),
+                format!("{:?}", sidecar.candidates),
+            ));
+        }
+        let names = feature_names(candidates);
+        if sidecar.features != names {
+            return Err(mismatch(
+                "features",
+                format!("{names:?}"),
+                format!("{:?}", sidecar.features),
+            ));
+        }
+        if sidecar.window == 0 {
+            return Err(mismatch("window", ">= 1".into(), "0".into()));
+        }
+        let bytes = std::fs::read(model).map_err(|source| OnnxError::Io {
+            path: model.to_path_buf(),
+            source,
+        })?;
+        let (env, library) = runtime(library)?;
+        let model_err = |source| OnnxError::Model {
+            path: model.to_path_buf(),
+            source,
+        };
+        let session = Session::builder(&env)
+            .and_then(|b| b.with_intra_threads(1).map_err(Into::into))
+            .and_then(|b| b.with_inter_threads(1).map_err(Into::into))
+            .and_then(|b| {
+                b.with_optimization_level(GraphOptimizationLevel::All)
+                    .map_err(Into::into)
+            })
+            .and_then(|mut b| b.commit_from_memory(&bytes))
+            .map_err(model_err)?;
+
+        let per_report = names.len();
+        let input_len = sidecar.window * per_report;
+        check_outlet(
+            session.inputs(),
+            &sidecar.input_name,
+            input_len,
+            "input",
+            &mismatch,
+        )?;
+        check_outlet(
+            session.outputs(),
+            &sidecar.output_name,
+            candidates.len(),
+            "output",
+            &mismatch,
+        )?;
+        Ok(Self {
+            session: Mutex::new(session),
+            sidecar,
+            input_len,
+            per_report,
+            library,
+        })
+    }
+
+    /// The validated sidecar.
+    pub fn sidecar(&self) -> &Sidecar {
+        &self.sidecar
+    }
+
+    /// The shared library in use.
+    pub fn library(&self) -> &Path {
+        &self.library
+    }
+
+    /// Values per input window (`window * (FEATURES.len() + candidates)`).
+    pub fn input_len(&self) -> usize {
+        self.input_len
+    }
+
+    /// Runs the model on one flattened window and writes one score per candidate to `scores`.
+    pub fn scores(&self, input: &[f32], scores: &mut [f32]) -> Result<(), OnnxError> {
+        if input.len() != self.input_len {
+            return Err(OnnxError::InputLength {
+                expected: self.input_len,
+                found: input.len(),
+            });
+        }
+        let tensor = TensorRef::from_array_view(([1usize, self.input_len], input))?;
+        let mut session = self.session.lock().map_err(|_| OnnxError::Poisoned)?;
+        let outputs = session.run(ort::inputs![self.sidecar.input_name.as_str() => tensor])?;
+        let (_, out) = outputs[self.sidecar.output_name.as_str()].try_extract_tensor::<f32>()?;
+        if out.len() != scores.len() {
+            return Err(OnnxError::InputLength {
+                expected: scores.len(),
+                found: out.len(),
+            });
+        }
+        scores.copy_from_slice(out);
+        Ok(())
+    }
+}
+
+/// Per-report feature names for these candidates: [`FEATURES`], then `current=<name>` each.
+pub fn feature_names(candidates: &[&str]) -> Vec<String> {
+    FEATURES
+        .iter()
+        .map(|f| (*f).to_string())
+        .chain(candidates.iter().map(|c| format!("current={c}")))
+        .collect()
+}
+
+/// Checks that `outlets` has a float tensor `name` of shape `[batch, len]` (batch 1 or dynamic).
+fn check_outlet(
+    outlets: &[ort::value::Outlet],
+    name: &str,
+    len: usize,
+    what: &'static str,
+    mismatch: &impl Fn(&'static str, String, String) -> OnnxError,
+) -> Result<(), OnnxError> {
+    let expected = format!("{what} `{name}`: float [N or 1, {len}]");
+    let Some(outlet) = outlets.iter().find(|o| o.name() == name) else {
+        let found: Vec<&str> = outlets.iter().map(ort::value::Outlet::name).collect();
+        return Err(mismatch(what, expected, format!("{what}s {found:?}")));
+    };
+    let ok = match outlet.dtype() {
+        ValueType::Tensor { ty, shape, .. } => {
+            *ty == TensorElementType::Float32
+                && shape.len() == 2
+                && (shape[0] == -1 || shape[0] == 1)
+                && usize::try_from(shape[1]).is_ok_and(|d| d == len)
+        }
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(mismatch(what, expected, format!("{:?}", outlet.dtype())))
+    }
+}
+
+/// The `onnx` policy for one flow: keeps the feature window and asks the shared model.
+#[derive(Debug)]
+pub struct OnnxPolicy {
+    model: Arc<OnnxModel>,
+    /// The last `window` reports' features, oldest first (zeros before the flow has them).
+    window: Vec<f32>,
+    scores: Vec<f32>,
+    seen: usize,
+    min_rtt_us: u64,
+    max_tput: f64,
+    prev_now_us: Option<u64>,
+    errors: u64,
+    initial: usize,
+}
+
+impl OnnxPolicy {
+    /// A policy for one flow over `model`'s candidates, starting on `initial`.
+    pub fn new(model: Arc<OnnxModel>, initial: usize) -> Self {
+        let n = model.sidecar.candidates.len();
+        Self {
+            window: vec![0.0; model.input_len],
+            scores: vec![0.0; n],
+            model,
+            seen: 0,
+            min_rtt_us: 0,
+            max_tput: 0.0,
+            prev_now_us: None,
+            errors: 0,
+            initial,
+        }
+    }
+
+    /// A [`Selector`](crate::Selector) policy factory: one `OnnxPolicy` per flow, all sharing
+    /// `model`, each starting on `initial`. The selector's candidates must be the ones `model`
+    /// was loaded for (checked by [`OnnxModel::load`]).
+    pub fn factory(model: Arc<OnnxModel>, initial: usize) -> PolicyFactory {
+        Arc::new(move |_: &crate::policy::FlowContext<'_>| Box::new(OnnxPolicy::new(model.clone(), initial)) as _)
+    }
+
+    /// The current input window (for tests and traces).
+    pub fn window(&self) -> &[f32] {
+        &self.window
+    }
+
+    /// The scores of the last inference, by candidate.
+    pub fn scores(&self) -> &[f32] {
+        &self.scores
+    }
+
+    /// Inferences that failed (each answered `Stay`).
+    pub fn errors(&self) -> u64 {
+        self.errors
+    }
+
+    /// Appends one report's features to the window (see the module docs for the schema).
+    pub fn push(&mut self, f: &Features<'_>) {
+        let m = f.measurement;
+        for s in [m.min_rtt_us, m.rtt_us] {
+            if s > 0 && (self.min_rtt_us == 0 || s < self.min_rtt_us) {
+                self.min_rtt_us = s;
+            }
+        }
+        let tput = if m.rate_incoming_bytes_per_sec > 0 {
+            m.rate_incoming_bytes_per_sec as f64
+        } else if let Some(prev) = self.prev_now_us
+            && m.now_us > prev
+        {
+            m.acked_bytes as f64 * 1e6 / (m.now_us - prev) as f64
+        } else {
+            0.0
+        };
+        self.prev_now_us = Some(m.now_us);
+        self.max_tput = self.max_tput.max(tput);
+        let tput_norm = if self.max_tput > 0.0 {
+            tput / self.max_tput
+        } else {
+            0.0
+        };
+        let rtt_ratio = if m.rtt_us > 0 && self.min_rtt_us > 0 {
+            (m.rtt_us as f64 / self.min_rtt_us as f64).min(RTT_RATIO_CAP)
+        } else {
+            0.0
+        };
+        let lost_bytes = m.lost_pkts.saturating_mul(MSS_BYTES);
+        let denom = m
+            .acked_bytes
+            .saturating_add(m.sacked_bytes)
+            .saturating_add(lost_bytes);
+        let loss_frac = if denom > 0 {
+            lost_bytes as f64 / denom as f64
+        } else {
+            0.0
+        };
+        let p = self.model.per_report;
+        self.window.copy_within(p.., 0);
+        let start = self.window.len() - p;
+        let row = &mut self.window[start..];
+        row[0] = tput_norm as f32;
+        row[1] = rtt_ratio as f32;
+        row[2] = loss_frac as f32;
+        row[3] = if m.timeout { 1.0 } else { 0.0 };
+        for (i, v) in row[FEATURES.len()..].iter_mut().enumerate() {
+            *v = if i == f.current { 1.0 } else { 0.0 };
+        }
+        self.seen = self.seen.saturating_add(1);
+    }
+}
+
+impl SelectionPolicy for OnnxPolicy {
+    fn name(&self) -> &'static str {
+        "onnx"
+    }
+
+    fn initial(&self) -> usize {
+        self.initial
+    }
+
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        self.push(f);
+        if self.seen < self.model.sidecar.window {
+            return Decision::Stay;
+        }
+        if self.model.scores(&self.window, &mut self.scores).is_err() {
+            self.errors += 1;
+            return Decision::Stay;
+        }
+        match argmax(&self.scores) {
+            Some(best) if best != f.current => Decision::SwitchTo(best),
+            _ => Decision::Stay,
+        }
+    }
+
+    fn explain(&self) -> Option<crate::policy::Explanation> {
+        (self.seen >= self.model.sidecar.window).then(|| crate::policy::Explanation {
+            features: self.window.iter().map(|v| f64::from(*v)).collect(),
+            scores: self.scores.iter().map(|v| f64::from(*v)).collect(),
+        })
+    }
+}
+
+/// Index of the largest score (the first on ties; NaN never wins).
+pub fn argmax(scores: &[f32]) -> Option<usize> {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, &s) in scores.iter().enumerate() {
+        if !s.is_nan() && best.is_none_or(|(_, b)| s > b) {
+            best = Some((i, s));
+        }
+    }
+    best.map(|(i, _)| i)
+}
