@@ -1,12 +1,16 @@
 //! The meta-selector: one CCP algorithm whose per-flow state owns several candidate algorithms
 //! and hot-swaps the active one mid-flow, carrying cwnd, pacing rate and RTT state across the
-//! swap (`DESIGN.md` §3.2; issue 5, "The mechanism" and policies 1-2).
+//! swap (`DESIGN.md` §3.2). Start reading at [`selector`], then [`policy`].
 //!
 //! What lives where:
 //! - [`policy`]: the [`SelectionPolicy`] trait (typed per-report [`Features`] in, a
 //!   [`Decision`] out) and the policies: [`StaticPolicy`] (never switches, the baseline),
 //!   [`EveryN`] (round-robin every N reports, for tests) and [`ReinPolicy`] (Rein's rules:
 //!   Cubic by default, BBR on a shallow buffer, Westwood on random-like loss).
+//! - [`antelope`]: Antelope's policy (per-candidate gradient-boosted reward regressors over
+//!   data units of N ACKs, Eq. 1-3 reward in three preference modes, IP-level start
+//!   prediction, online refits) and, on the same machinery, our `outcome` models, which
+//!   predict each candidate's whole-flow TCP-RL reward on the path seen so far.
 //! - [`onnx`]: [`OnnxPolicy`] (policy 4): a neural network in an ONNX file, run with ONNX
 //!   Runtime (loaded at run time from `ORT_DYLIB_PATH` or the workspace `.venv`), maps the
 //!   last K reports' features to one score per candidate; the argmax wins. The model
@@ -26,9 +30,9 @@
 //! resets their recovery state, so without the hold a swap in mid-episode cuts the window once
 //! per candidate for the same losses (utilization fell to ~0.74 in the same run).
 //!
-//! What is left (issue 5): Antelope's gradient-boosted per-candidate reward models and IP-level
-//! flow-start prediction, predicted scores in the events, and the
-//! deployable `ccp-agent` binary with its config and SIGHUP reload.
+//! Learned policies explain each decision (features and per-candidate scores) in the decision
+//! events. The deployable agent is the `ccp-agent` crate; training and evaluation are in
+//! `ccp-eval` (`gen-data`, `train`, `docs/selector.md`).
 
 pub mod antelope;
 pub mod hysteresis;

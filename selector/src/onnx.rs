@@ -490,7 +490,9 @@ impl OnnxPolicy {
     /// `model`, each starting on `initial`. The selector's candidates must be the ones `model`
     /// was loaded for (checked by [`OnnxModel::load`]).
     pub fn factory(model: Arc<OnnxModel>, initial: usize) -> PolicyFactory {
-        Arc::new(move |_: &crate::policy::FlowContext<'_>| Box::new(OnnxPolicy::new(model.clone(), initial)) as _)
+        Arc::new(move |_: &crate::policy::FlowContext<'_>| {
+            Box::new(OnnxPolicy::new(model.clone(), initial)) as _
+        })
     }
 
     /// The current input window (for tests and traces).
