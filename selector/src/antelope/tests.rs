@@ -154,7 +154,12 @@ fn the_policy_holds_within_a_unit_decides_at_its_end_and_learns_the_prefix() {
         ..FlowContext::for_candidates(&NAMES)
     };
     let mut p = antelope.policy(&ctx);
-    assert_eq!(p.initial(), 0, "unknown prefix: the default start, cubic");
+    let start = antelope.models().start_candidate.clone().unwrap();
+    assert_eq!(
+        NAMES[p.initial()],
+        start,
+        "unknown prefix: the models' start candidate"
+    );
     let decide = |p: &mut AntelopePolicy, now: u64, rtt: u64, pkts: u64, current| {
         let m = report(now, rtt, pkts);
         p.decide(&Features {
@@ -180,12 +185,14 @@ fn the_policy_holds_within_a_unit_decides_at_its_end_and_learns_the_prefix() {
     let s = antelope.samples();
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].next_cca, "bbr");
-    // The /24 now starts new flows on bbr.
+    // The /24 now starts new flows on bbr, by IP-level prediction.
+    assert_eq!(antelope.predict_start(0x0A00_00FE), Some("bbr"));
     let q = antelope.policy(&FlowContext {
         dst_ip: 0x0A00_00FE,
         ..FlowContext::for_candidates(&NAMES)
     });
     assert_eq!(q.initial(), 1);
+    assert_eq!(antelope.predict_start(0x0B00_0001), None);
 }
 
 #[test]
