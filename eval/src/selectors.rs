@@ -13,10 +13,7 @@ use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use ccp_algorithms::{
-    AlgorithmConfig, BbrConfig, C2tcpConfig, CopaConfig, CubicConfig, DynAlgorithmConfig,
-    IllinoisConfig, RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
-};
+use ccp_algorithms::{AlgorithmConfig, CubicConfig, DynAlgorithmConfig};
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
 use ccp_selector::antelope::{Antelope, AntelopeConfig, Choose, ModelSet, Sample};
 use ccp_selector::{
@@ -55,35 +52,19 @@ pub const SCHEMES: &[(&str, &str)] = &[
 /// Chance of a random switch at the end of a data unit in `selector-explore`.
 pub const EXPLORE_SWITCH_PROB: f64 = 0.3;
 
-/// The nine candidate algorithms, in a fixed order.
+/// The nine candidate algorithms: the suite with Cubic first (index 0 is where a policy with
+/// no opinion starts a flow), in a fixed order.
 pub fn candidates() -> Vec<Box<dyn DynAlgorithmConfig>> {
-    vec![
-        Box::new(CubicConfig::default()),
-        Box::new(RenoConfig::default()),
-        Box::new(BbrConfig::default()),
-        Box::new(CopaConfig::default()),
-        Box::new(VegasConfig::default()),
-        Box::new(WestwoodConfig::default()),
-        Box::new(IllinoisConfig::default()),
-        Box::new(C2tcpConfig::default()),
-        Box::new(VivaceConfig::default()),
-    ]
+    let mut v = ccp_algorithms::suite();
+    if let Some(k) = v.iter().position(|c| c.name() == CubicConfig::NAME) {
+        v.swap(0, k);
+    }
+    v
 }
 
 /// The name of candidate `i` of [`candidates`] (`?` if out of range).
 pub fn name_of(i: usize) -> &'static str {
-    const NAMES: [&str; 9] = [
-        CubicConfig::NAME,
-        RenoConfig::NAME,
-        BbrConfig::NAME,
-        CopaConfig::NAME,
-        VegasConfig::NAME,
-        WestwoodConfig::NAME,
-        IllinoisConfig::NAME,
-        C2tcpConfig::NAME,
-        VivaceConfig::NAME,
-    ];
-    NAMES.get(i).copied().unwrap_or("?")
+    candidates().get(i).map_or("?", |c| c.name())
 }
 
 /// Where the models of `objective` (`antelope` or `outcome`) are read from:

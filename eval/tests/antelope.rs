@@ -93,12 +93,9 @@ fn gen_data_train_and_run_selector_antelope() {
     );
 }
 
-#[test]
-fn missing_or_broken_models_are_a_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let missing = dir.path().join("nothing-here");
-    let o = eval(
+/// `ccp-eval run quick --schemes selector-antelope` with models from `models`.
+fn run_antelope(out: &Path, models: &Path) -> std::process::Output {
+    eval(
         &[
             "run",
             "quick",
@@ -107,8 +104,16 @@ fn missing_or_broken_models_are_a_clear_error() {
             "--schemes",
             "selector-antelope",
         ],
-        Some(&missing),
-    );
+        Some(models),
+    )
+}
+
+#[test]
+fn missing_or_broken_models_are_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let missing = dir.path().join("nothing-here");
+    let o = run_antelope(&out, &missing);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -119,17 +124,7 @@ fn missing_or_broken_models_are_a_clear_error() {
 
     std::fs::create_dir_all(&missing).unwrap();
     std::fs::write(missing.join("manifest.json"), "{ broken").unwrap();
-    let o = eval(
-        &[
-            "run",
-            "quick",
-            "--out",
-            out.to_str().unwrap(),
-            "--schemes",
-            "selector-antelope",
-        ],
-        Some(&missing),
-    );
+    let o = run_antelope(&out, &missing);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not an Antelope manifest"));
 
