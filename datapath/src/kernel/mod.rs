@@ -196,16 +196,9 @@ impl KernelDatapath {
         let mut obj = open
             .load()
             .map_err(KernelError::bpf("loading the BPF object (verifier)"))?;
-        let handle = |obj: &Object, name: &'static str| -> Result<MapHandle, KernelError> {
-            let map = obj
-                .maps()
-                .find(|m| m.name() == name)
-                .ok_or(KernelError::MissingMap(name))?;
-            MapHandle::try_from(&map).map_err(KernelError::bpf("duplicating a map fd"))
-        };
-        let controls = handle(&obj, "controls")?;
-        let counters = handle(&obj, "counters")?;
-        let records_map = handle(&obj, "records")?;
+        let controls = map_handle(&obj, "controls")?;
+        let counters = map_handle(&obj, "counters")?;
+        let records_map = map_handle(&obj, "records")?;
         let link = {
             let mut ops = obj
                 .maps_mut()
@@ -332,4 +325,13 @@ pub fn monotonic_ns() -> u64 {
         return 0;
     }
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A handle on the map `name` of a loaded object (an fd of its own, so it outlives the object).
+pub(crate) fn map_handle(obj: &Object, name: &'static str) -> Result<MapHandle, KernelError> {
+    let map = obj
+        .maps()
+        .find(|m| m.name() == name)
+        .ok_or(KernelError::MissingMap(name))?;
+    MapHandle::try_from(&map).map_err(KernelError::bpf("duplicating a map fd"))
 }

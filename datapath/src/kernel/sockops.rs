@@ -120,16 +120,9 @@ impl SockOps {
         let obj = open.load().map_err(KernelError::bpf(
             "loading the sockops BPF object (verifier)",
         ))?;
-        let handle = |obj: &Object, name: &'static str| -> Result<MapHandle, KernelError> {
-            let map = obj
-                .maps()
-                .find(|m| m.name() == name)
-                .ok_or(KernelError::MissingMap(name))?;
-            MapHandle::try_from(&map).map_err(KernelError::bpf("duplicating a map fd"))
-        };
-        let policy = handle(&obj, "cca_policy")?;
-        let iw = handle(&obj, "iw_table")?;
-        let counters = handle(&obj, "sockops_counters")?;
+        let policy = super::map_handle(&obj, "cca_policy")?;
+        let iw = super::map_handle(&obj, "iw_table")?;
+        let counters = super::map_handle(&obj, "sockops_counters")?;
         let (link, prog_id) = {
             let prog = obj
                 .progs_mut()
