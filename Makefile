@@ -57,10 +57,14 @@ run: deps models
 demo: deps
 	$(CARGO) run --release -q -p ccp-eval -- demo
 
+# `ccp-agent/kernel` enables `ccp-datapath/kernel` too (the agent's `iw.kernel_cgroup`); both are
+# named so each crate's kernel code is built and tested.
+KERNEL_FEATURES := --features ccp-datapath/kernel,ccp-agent/kernel
+
 test: deps venv
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets --features ccp-datapath/kernel -- -D warnings
-	$(CARGO) test --workspace --features ccp-datapath/kernel
+	$(CARGO) clippy --workspace --all-targets $(KERNEL_FEATURES) -- -D warnings
+	$(CARGO) test --workspace $(KERNEL_FEATURES)
 
 bench: deps
 	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent

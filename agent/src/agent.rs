@@ -18,6 +18,7 @@ use tracing::{info, warn};
 
 use crate::config::{ALGORITHMS, Config, ConfigError, IpByteOrder, Preferences};
 use crate::iw::{IwSource, WithIw};
+use crate::kernel::{KernelIw, KernelIwError};
 use crate::policies::{self, PolicyContext, PolicyError};
 
 /// Name of the selector algorithm, as `--alg` and datapaths ask for it.
@@ -60,6 +61,9 @@ pub enum AgentError {
     /// portus failed (socket, IPC).
     #[error("portus: {0}")]
     Portus(String),
+    /// `iw.kernel_cgroup`: the sockops program cannot be attached or the table published.
+    #[error(transparent)]
+    Kernel(#[from] KernelIwError),
 }
 
 impl From<portus::Error> for AgentError {
@@ -78,6 +82,9 @@ pub struct AgentState {
     policy: PolicyHandle,
     iw: IwSource,
     preferences: Arc<RwLock<Preferences>>,
+    /// `iw.kernel_cgroup` as configured at start, and the program attached there.
+    kernel_cgroup: Option<PathBuf>,
+    kernel: Option<Arc<KernelIw>>,
 }
 
 /// A config with its policy built: what a (re)load produces before anything is replaced.
@@ -92,6 +99,19 @@ impl AgentState {
         let config = Config::load(config_path)?;
         let candidates = config.candidates.clone();
         let loaded = Self::build(config, &candidates)?;
+        let kernel_cgroup = loaded
+            .config
+            .iw
+            .as_ref()
+            .and_then(|iw| iw.kernel_cgroup.clone());
+        let kernel = match (&loaded.config.iw, &kernel_cgroup) {
+            (Some(iw), Some(cgroup)) => Some(Arc::new(KernelIw::attach(
+                cgroup,
+                &iw.table,
+                iw.kernel_cca.as_deref(),
+            )?)),
+            _ => None,
+        };
         let state = Self {
             config_path: config_path.to_path_buf(),
             default_order: ipc.default_ip_byte_order(),
@@ -99,6 +119,8 @@ impl AgentState {
             policy: PolicyHandle::new(loaded.factory.clone(), loaded.config.hysteresis),
             iw: IwSource::default(),
             preferences: Arc::default(),
+            kernel_cgroup,
+            kernel,
         };
         state.install(loaded);
         Ok(state)
@@ -132,7 +154,10 @@ impl AgentState {
 
     /// Re-reads the config file and its models; on any error nothing changes. The selector's
     /// candidates are fixed at start (their programs are registered with the datapath then):
-    /// a reload that changes them applies everything else and says so.
+    /// a reload that changes them applies everything else and says so; so is
+    /// `iw.kernel_cgroup`. With a kernel cgroup attached, the new table (and `iw.kernel_cca`) is
+    /// published there first; if the kernel refuses it, the reload fails and the old table
+    /// stays everywhere.
     pub fn reload(&self) -> Result<(), AgentError> {
         let config = Config::load(&self.config_path)?;
         if config.candidates != self.candidates {
@@ -143,6 +168,21 @@ impl AgentState {
             );
         }
         let loaded = Self::build(config, &self.candidates)?;
+        let iw = loaded.config.iw.as_ref();
+        let configured = iw.and_then(|iw| iw.kernel_cgroup.as_ref());
+        if configured != self.kernel_cgroup.as_ref() {
+            warn!(
+                running = ?self.kernel_cgroup,
+                configured = ?configured,
+                "iw.kernel_cgroup changed: takes effect at the next start"
+            );
+        }
+        if let Some(k) = &self.kernel {
+            k.publish(
+                iw.map(|iw| &iw.table),
+                iw.and_then(|iw| iw.kernel_cca.as_deref()),
+            )?;
+        }
         self.install(loaded);
         Ok(())
     }
@@ -168,6 +208,19 @@ impl AgentState {
     /// The selector's candidates.
     pub fn candidates(&self) -> &[&'static str] {
         &self.candidates
+    }
+
+    /// The sockops program on `iw.kernel_cgroup`, when configured.
+    pub fn kernel(&self) -> Option<&KernelIw> {
+        self.kernel.as_deref()
+    }
+
+    /// Detaches the kernel IW table and removes its cgroup (nothing without one). Called when
+    /// the agent stops.
+    pub fn shutdown(&self) {
+        if let Some(k) = &self.kernel {
+            k.detach();
+        }
     }
 }
 
@@ -333,27 +386,49 @@ pub fn run(
 }
 
 static SIGHUP_SEEN: AtomicBool = AtomicBool::new(false);
+static STOP_SEEN: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sighup(_: libc::c_int) {
     // Async-signal-safe: one atomic store.
     SIGHUP_SEEN.store(true, Ordering::SeqCst);
 }
 
-/// Installs the SIGHUP handler and starts a thread that reloads `state` after each SIGHUP
-/// (checked every 50 ms). A failed reload keeps the previous state and logs why.
-pub fn spawn_reloader(state: AgentState) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let handler: extern "C" fn(libc::c_int) = on_sighup;
-    // SAFETY: `on_sighup` only stores to an atomic, which is async-signal-safe; `signal` with a
+extern "C" fn on_stop(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    STOP_SEEN.store(true, Ordering::SeqCst);
+}
+
+fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> std::io::Result<()> {
+    // SAFETY: the handlers only store to an atomic, which is async-signal-safe; `signal` with a
     // valid function pointer has no other preconditions.
-    let previous = unsafe { libc::signal(libc::SIGHUP, handler as libc::sighandler_t) };
+    let previous = unsafe { libc::signal(signal, handler as libc::sighandler_t) };
     if previous == libc::SIG_ERR {
         return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Installs the SIGHUP handler and starts a thread that reloads `state` after each SIGHUP
+/// (checked every 50 ms). A failed reload keeps the previous state and logs why. With a kernel
+/// cgroup attached (`iw.kernel_cgroup`), SIGTERM and SIGINT are handled too: the thread
+/// detaches the program, removes the cgroup and exits the process with status 0 (without one,
+/// they keep their default action).
+pub fn spawn_reloader(state: AgentState) -> std::io::Result<std::thread::JoinHandle<()>> {
+    install(libc::SIGHUP, on_sighup)?;
+    if state.kernel().is_some() {
+        install(libc::SIGTERM, on_stop)?;
+        install(libc::SIGINT, on_stop)?;
     }
     std::thread::Builder::new()
         .name("ccp-agent-reload".to_string())
         .spawn(move || {
             loop {
                 std::thread::sleep(Duration::from_millis(50));
+                if STOP_SEEN.load(Ordering::SeqCst) {
+                    info!("stopping on SIGTERM/SIGINT");
+                    state.shutdown();
+                    std::process::exit(0);
+                }
                 if SIGHUP_SEEN.swap(false, Ordering::SeqCst) {
                     match state.reload() {
                         Ok(()) => info!(config = %state.config_path.display(), "reloaded"),
@@ -409,6 +484,20 @@ mod tests {
         assert!(matches!(state.reload(), Err(AgentError::Config(_))));
         assert_eq!(policy_now(&state), ("static", "vegas", 5));
         assert!(state.iw().current().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Without the `kernel` feature a configured `iw.kernel_cgroup` fails the start, naming it.
+    #[cfg(not(all(feature = "kernel", target_os = "linux")))]
+    #[test]
+    fn kernel_cgroup_needs_the_kernel_feature() {
+        let dir = std::env::temp_dir().join(format!("ccp-agent-nokernel-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agent.toml");
+        std::fs::write(&path, "[iw]\nkernel_cgroup = \"ccp-iw\"\n").unwrap();
+        let e = AgentState::load(&path, IpcKind::Unix).err().unwrap();
+        assert!(matches!(e, AgentError::Kernel(_)), "{e}");
+        assert!(e.to_string().contains("iw.kernel_cgroup ccp-iw"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

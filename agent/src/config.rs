@@ -56,6 +56,9 @@ pub enum ConfigError {
     },
 }
 
+/// Longest congestion control name the kernel takes (`TCP_CA_NAME_MAX` less the NUL).
+const KERNEL_CCA_NAME_MAX: usize = 15;
+
 fn field(field: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Field {
         field: field.to_string(),
@@ -133,6 +136,13 @@ pub struct IwSettings {
     pub table: IwTable,
     /// Address encoding; `None`: the IPC's usual one.
     pub ip_byte_order: Option<IpByteOrder>,
+    /// `iw.kernel_cgroup`: a cgroup v2 (absolute, or relative to the cgroup2 mount) the agent
+    /// creates at start, attaching the sockops program of `ccp-datapath` to it, and where it
+    /// publishes the table for real kernel TCP connections (`TCP_BPF_IW`). Read at start only.
+    pub kernel_cgroup: Option<PathBuf>,
+    /// `iw.kernel_cca`: the congestion control (`TCP_CONGESTION`) the sockops program gives
+    /// every connection in `kernel_cgroup` (its policy for port 0); `None`: the system default.
+    pub kernel_cca: Option<String>,
 }
 
 /// A validated `agent.toml`.
@@ -200,6 +210,8 @@ struct RawIw {
     default_iw: Option<i64>,
     max_iw: Option<i64>,
     ip_byte_order: Option<String>,
+    kernel_cgroup: Option<PathBuf>,
+    kernel_cca: Option<String>,
 }
 
 impl Config {
@@ -349,9 +361,39 @@ fn iw_settings(raw: RawIw, base: &Path) -> Result<IwSettings, ConfigError> {
         None => IwTable::uniform(default_iw, max_iw),
         Some(p) => read_table(&base.join(p), default_iw, max_iw)?,
     };
+    let kernel_cgroup = match raw.kernel_cgroup {
+        None => None,
+        Some(p) if p.as_os_str().is_empty() => {
+            return Err(field("iw.kernel_cgroup", "must not be empty"));
+        }
+        Some(p) if p.components().any(|c| c.as_os_str() == "..") => {
+            return Err(field("iw.kernel_cgroup", "must not contain \"..\""));
+        }
+        Some(p) => Some(p),
+    };
+    let kernel_cca = match raw.kernel_cca {
+        None => None,
+        Some(_) if kernel_cgroup.is_none() => {
+            return Err(field("iw.kernel_cca", "needs iw.kernel_cgroup"));
+        }
+        Some(c)
+            if c.is_empty()
+                || c.len() > KERNEL_CCA_NAME_MAX
+                || !c.is_ascii()
+                || c.contains('\0') =>
+        {
+            return Err(field(
+                "iw.kernel_cca",
+                format!("{c:?}: 1 to {KERNEL_CCA_NAME_MAX} ASCII bytes"),
+            ));
+        }
+        Some(c) => Some(c),
+    };
     Ok(IwSettings {
         table,
         ip_byte_order,
+        kernel_cgroup,
+        kernel_cca,
     })
 }
 
@@ -468,6 +510,13 @@ mod tests {
         let iw = c.iw.unwrap();
         assert_eq!(iw.table.lookup(Ipv4Addr::new(1, 2, 3, 4)), 4);
         assert_eq!(iw.ip_byte_order, Some(IpByteOrder::Network));
+        assert_eq!((iw.kernel_cgroup, iw.kernel_cca), (None, None));
+        let iw = parse("[iw]\nkernel_cgroup = \"/sys/fs/cgroup/ccp\"\nkernel_cca = \"ccp\"")
+            .unwrap()
+            .iw
+            .unwrap();
+        assert_eq!(iw.kernel_cgroup, Some(PathBuf::from("/sys/fs/cgroup/ccp")));
+        assert_eq!(iw.kernel_cca.as_deref(), Some("ccp"));
     }
 
     #[test]
@@ -502,6 +551,13 @@ mod tests {
         fails_on("[iw]\nmax_iw = 20\ndefault_iw = 30", "iw.default_iw");
         fails_on("[iw]\nip_byte_order = \"middle\"", "iw.ip_byte_order");
         fails_on("[iw]\ntable = \"missing.csv\"", "iw.table");
+        fails_on("[iw]\nkernel_cgroup = \"\"", "iw.kernel_cgroup");
+        fails_on("[iw]\nkernel_cgroup = \"a/../b\"", "iw.kernel_cgroup");
+        fails_on("[iw]\nkernel_cca = \"ccp\"", "iw.kernel_cca");
+        fails_on(
+            "[iw]\nkernel_cgroup = \"x\"\nkernel_cca = \"a-very-long-cca-name\"",
+            "iw.kernel_cca",
+        );
         // Wrong types and unknown keys: toml's message names the key and the line.
         fails_on("[selector]\npolcy = \"rein\"", "polcy");
         fails_on("[selector.hysteresis]\ndwell_rtts = \"two\"", "dwell_rtts");

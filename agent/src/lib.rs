@@ -13,7 +13,9 @@
 //! - SIGHUP re-reads the config (and the models it names). New flows get the new policy,
 //!   hysteresis, preferences and IW table; running flows keep theirs. A config or model that
 //!   does not load is logged (`tracing`, stderr) and the previous one stays.
-//! - A bad config at start is one line on stderr naming the field, and exit status 2.
+//! - A bad config at start is one line on stderr naming the field, and exit status 2; so is an
+//!   `iw.kernel_cgroup` that cannot be attached (not root, no BPF sockops or cgroup v2, a build
+//!   without the `kernel` feature).
 //!
 //! # `agent.toml`
 //!
@@ -41,6 +43,10 @@
 //! ip_byte_order = "host"       # how CREATE encodes addresses: "host" (default for unix,
 //!                              # ccp-datapath) or "network" (default for netlink/char,
 //!                              # ccp-kernel's inet_daddr)
+//! kernel_cgroup = "ccp-iw"     # cgroup v2 (absolute, or relative to its mount) created at
+//!                              # start: TCP connections of processes in it get this table's IW
+//!                              # (sockops, TCP_BPF_IW); feature `kernel`, root; see [`kernel`]
+//! kernel_cca = "cubic"         # and this congestion control (needs kernel_cgroup)
 //! ```
 //!
 //! Relative paths are taken from the config file's folder. `selector.candidates` is read at
@@ -51,12 +57,15 @@
 //! - [`config`]: parsing and validation, one error per field.
 //! - [`policies`]: `selector.policy` -> a policy factory, one match arm per policy.
 //! - [`iw`]: [`WithIw`], the IW at flow creation through `DatapathInfo::init_cwnd`.
+//! - [`kernel`]: `iw.kernel_cgroup`, the same table for real kernel TCP connections through a
+//!   sockops program on a cgroup v2 (`TCP_BPF_IW`; cargo feature `kernel`, Linux, root).
 //! - [`agent`]: the reloadable [`AgentState`], the registry of algorithms, the SIGHUP
 //!   reloader and the portus run loop for each IPC.
 
 pub mod agent;
 pub mod config;
 pub mod iw;
+pub mod kernel;
 pub mod policies;
 
 pub use agent::{

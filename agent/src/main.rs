@@ -52,12 +52,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = ccp_agent::spawn_reloader(state) {
-        eprintln!("ccp-agent: cannot install the SIGHUP handler: {e}");
+    if let Err(e) = ccp_agent::spawn_reloader(state.clone()) {
+        eprintln!("ccp-agent: cannot install the signal handlers: {e}");
+        state.shutdown();
         return ExitCode::from(1);
     }
     info!(ipc = ?cli.ipc, alg = %cli.alg, name = %cli.name, "ccp-agent starting");
-    match ccp_agent::run(cli.ipc, &cli.name, default, Arc::new(AtomicBool::new(true))) {
+    let result = ccp_agent::run(cli.ipc, &cli.name, default, Arc::new(AtomicBool::new(true)));
+    state.shutdown();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ccp-agent: {e}");

@@ -40,9 +40,9 @@
 //! caller to skip.
 //!
 //! # Not done yet (issue 7)
-//! - Wiring `iw-controller`'s learned ranges into [`SockOps::publish_iw`] in a running agent
-//!   (the API takes plain ranges so this crate does not depend on it); IPv6 prefixes in the IW
-//!   table (IPv4-mapped peers are covered).
+//! - IPv6 prefixes in the IW table (IPv4-mapped peers are covered). (`ccp-agent`'s
+//!   `iw.kernel_cgroup`, feature `kernel`, publishes its IW table through [`SockOps`]; the API
+//!   takes plain ranges so this crate does not depend on `iw-controller`.)
 //! - The network-namespace testbed (veth, tbf/htb, our delay/loss relay) and
 //!   `ccp-eval --datapath kernel`.
 //! - Calibration of the simulator against the kernel, and the control-loop / CPU benchmarks.
