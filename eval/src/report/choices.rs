@@ -82,7 +82,7 @@ pub fn cca_over_time_svg(swaps: &[SwapRow], condition: &str, duration_s: f64) ->
     names.dedup();
     let level = |c: &str| names.iter().position(|n| *n == c).unwrap_or(0) as f64;
     let mut svg = Svg::new(
-        780.0,
+        900.0,
         420.0,
         &format!("Candidate in use over time: {condition}"),
     );
