@@ -47,9 +47,12 @@ venv:
 	  test -f "$$ORT_DYLIB_PATH" || { echo "no ONNX Runtime library at $$ORT_DYLIB_PATH"; exit 1; }; \
 	fi
 
-# Regenerates the example model of the onnx policy from synthetic data.
+# Regenerates the example model of the onnx policy from `gen-data`'s feature windows
+# (results/antelope-train/onnx.csv: explore flows' 8-report windows labelled with the
+# condition's best candidate alone).
 onnx-example: venv
-	$(VENV)/bin/python selector/train/train_onnx.py --synthetic --out-dir selector/models/example-onnx
+	[ -f results/antelope-train/onnx.csv ] || $(CARGO) run --release -q -p ccp-eval -- gen-data antelope-train --out results/antelope-train
+	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx
 
 run: deps models
 	$(CARGO) run --release -q -p ccp-eval -- run quick --out results/quick

@@ -165,9 +165,10 @@ fn main() -> ExitCode {
             match training::gen_data(&scenario, &out, jobs) {
                 Ok(g) => {
                     println!(
-                        "{} samples, {} outcome samples in {}",
+                        "{} samples, {} outcome samples, {} onnx windows in {}",
                         g.samples,
                         g.outcome,
+                        g.windows,
                         out.display()
                     );
                     ExitCode::SUCCESS

@@ -16,8 +16,10 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use ccp_algorithms::{AlgorithmConfig, CubicConfig, DynAlgorithmConfig};
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
 use ccp_selector::antelope::{Antelope, AntelopeConfig, Choose, ModelSet, Sample};
+use ccp_selector::onnx::FeatureWindow;
 use ccp_selector::{
-    FlowContext, HysteresisConfig, ReinPolicy, Selector, SelectorFlow, SelectorLog, StaticPolicy,
+    FlowContext, HysteresisConfig, ReinPolicy, SelectionPolicy, Selector, SelectorFlow,
+    SelectorLog, StaticPolicy,
 };
 use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo};
@@ -170,6 +172,41 @@ pub struct RunSelectors {
     pub log: Arc<SelectorLog>,
     /// The explore scheme's state (its samples), if it was built.
     pub explore: Option<Arc<Antelope>>,
+    /// ONNX feature windows recorded by the explore scheme's flows.
+    pub windows: Arc<Mutex<Vec<Vec<f32>>>>,
+}
+
+/// Reports per ONNX feature window recorded by `selector-explore` (the example model's K).
+pub const ONNX_WINDOW: usize = 8;
+
+/// Wraps a policy and records its flow's ONNX feature window (`ccp_selector::onnx`) every
+/// [`ONNX_WINDOW`] reports once full, for `gen-data`'s `onnx.csv`.
+struct Recorded {
+    inner: Box<dyn SelectionPolicy>,
+    window: FeatureWindow,
+    sink: Arc<Mutex<Vec<Vec<f32>>>>,
+}
+
+impl SelectionPolicy for Recorded {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn initial(&self) -> usize {
+        self.inner.initial()
+    }
+    fn decide(&mut self, f: &ccp_selector::Features<'_>) -> ccp_selector::Decision {
+        self.window.push(f);
+        if self.window.is_full() && self.window.seen().is_multiple_of(ONNX_WINDOW) {
+            self.sink
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(self.window.values().to_vec());
+        }
+        self.inner.decide(f)
+    }
+    fn explain(&self) -> Option<ccp_selector::Explanation> {
+        self.inner.explain()
+    }
 }
 
 /// The selector schemes of one run.
@@ -223,9 +260,17 @@ pub fn build() -> (RunSchemes, RunSelectors) {
     };
     let explore = Antelope::with_online(explore_cfg, Arc::default());
     let shared = explore.clone();
+    let windows: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
+    let sink = windows.clone();
     let explore_sel = Selector::new(
         candidates(),
-        Arc::new(move |ctx: &FlowContext<'_>| Box::new(shared.policy(ctx)) as _),
+        Arc::new(move |ctx: &FlowContext<'_>| {
+            Box::new(Recorded {
+                inner: Box::new(shared.policy(ctx)),
+                window: FeatureWindow::new(ONNX_WINDOW, ctx.candidates.len()),
+                sink: sink.clone(),
+            }) as _
+        }),
     )
     .with_hysteresis(HysteresisConfig::none())
     .with_log(log.clone());
@@ -239,12 +284,22 @@ pub fn build() -> (RunSchemes, RunSelectors) {
         RunSelectors {
             log,
             explore: Some(explore),
+            windows,
         },
     )
 }
 
 /// A training sample and the run it came from: (condition id, seed, sample).
 pub type RunSample = (String, u64, Sample);
+
+/// An ONNX feature window and the run it came from: (condition id, seed, window).
+pub type RunWindow = (String, u64, Vec<f32>);
+
+/// Feature windows gathered by `selector-explore` runs in this process (for `gen-data`).
+pub fn gathered_windows() -> &'static Mutex<Vec<RunWindow>> {
+    static WINDOWS: OnceLock<Mutex<Vec<RunWindow>>> = OnceLock::new();
+    WINDOWS.get_or_init(|| Mutex::new(Vec::new()))
+}
 
 /// Samples gathered by `selector-explore` runs in this process (for `gen-data`).
 pub fn gathered() -> &'static Mutex<Vec<RunSample>> {
@@ -256,6 +311,18 @@ impl RunSelectors {
     /// Moves the explore samples of this run (condition `condition`, seed `seed`) into
     /// [`gathered`].
     pub fn keep_samples(&self, condition: &str, seed: u64) {
+        let windows =
+            std::mem::take(&mut *self.windows.lock().unwrap_or_else(PoisonError::into_inner));
+        if !windows.is_empty() {
+            gathered_windows()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(
+                    windows
+                        .into_iter()
+                        .map(|w| (condition.to_string(), seed, w)),
+                );
+        }
         if let Some(a) = &self.explore {
             let s = a.take_samples();
             if !s.is_empty() {

@@ -14,6 +14,7 @@
 //! Antelope) and writes a versioned model set (`ccp_selector::antelope::model`).
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::PoisonError;
 
@@ -36,6 +37,57 @@ pub struct GenData {
     pub samples: usize,
     /// Rows of `outcome.csv`.
     pub outcome: usize,
+    /// Rows of `onnx.csv`.
+    pub windows: usize,
+}
+
+/// Writes the explore runs' ONNX feature windows (`r<i>.<feature>` columns, the schema of
+/// `ccp_selector::onnx`) labelled with the condition's best candidate alone
+/// (`best_candidate`): the training set of `selector/train/train_onnx.py --data`.
+fn write_onnx_windows(
+    path: &Path,
+    names: &[String],
+    reward: &HashMap<(&str, u64, &str), f64>,
+) -> Result<usize, String> {
+    let mut windows = std::mem::take(
+        &mut *selectors::gathered_windows()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
+    windows.sort_by(|a, b| {
+        (&a.0, a.1)
+            .cmp(&(&b.0, b.1))
+            .then_with(|| a.2.partial_cmp(&b.2).unwrap_or(std::cmp::Ordering::Equal))
+    });
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let per_report = ccp_selector::onnx::feature_names(&refs);
+    let mut text = String::new();
+    for i in 0..selectors::ONNX_WINDOW {
+        for f in &per_report {
+            let _ = write!(text, "r{i}.{f},");
+        }
+    }
+    text.push_str("best_candidate\n");
+    let mut rows = 0;
+    for (cond, seed, w) in &windows {
+        let best = names
+            .iter()
+            .filter_map(|c| {
+                reward
+                    .get(&(cond.as_str(), *seed, c.as_str()))
+                    .map(|r| (c, *r))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((best, _)) = best else { continue };
+        for v in w {
+            let _ = write!(text, "{v},");
+        }
+        text.push_str(best);
+        text.push('\n');
+        rows += 1;
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(rows)
 }
 
 fn options(jobs: usize, schemes: Vec<String>) -> RunOptions {
@@ -64,6 +116,10 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
     let plan = runner::plan(scenario, &opts).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     selectors::gathered()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+    selectors::gathered_windows()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clear();
@@ -122,9 +178,11 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
         }
     }
     write_samples(&out.join("outcome.csv"), &outcome)?;
+    let windows = write_onnx_windows(&out.join("onnx.csv"), &names, &reward)?;
     Ok(GenData {
         samples: plain.len(),
         outcome: outcome.len(),
+        windows,
     })
 }
 

@@ -266,7 +266,6 @@ pub struct OnnxModel {
     session: Mutex<Session>,
     sidecar: Sidecar,
     input_len: usize,
-    per_report: usize,
     library: PathBuf,
 }
 
@@ -373,7 +372,6 @@ impl OnnxModel {
             session: Mutex::new(session),
             sidecar,
             input_len,
-            per_report,
             library,
         })
     }
@@ -454,17 +452,57 @@ fn check_outlet(
     }
 }
 
-/// The `onnx` policy for one flow: keeps the feature window and asks the shared model.
-#[derive(Debug)]
-pub struct OnnxPolicy {
-    model: Arc<OnnxModel>,
-    /// The last `window` reports' features, oldest first (zeros before the flow has them).
+/// A flow's input window in the schema of this module: the last K reports' features, oldest
+/// first (zeros before the flow has them). Used by [`OnnxPolicy`] and by `ccp-eval gen-data`,
+/// which records windows to train on.
+#[derive(Debug, Clone)]
+pub struct FeatureWindow {
     window: Vec<f32>,
-    scores: Vec<f32>,
+    per_report: usize,
+    reports: usize,
     seen: usize,
     min_rtt_us: u64,
     max_tput: f64,
     prev_now_us: Option<u64>,
+}
+
+impl FeatureWindow {
+    /// An empty window of `reports` reports over `candidates` candidates.
+    pub fn new(reports: usize, candidates: usize) -> Self {
+        let per_report = FEATURES.len() + candidates;
+        Self {
+            window: vec![0.0; reports * per_report],
+            per_report,
+            reports,
+            seen: 0,
+            min_rtt_us: 0,
+            max_tput: 0.0,
+            prev_now_us: None,
+        }
+    }
+
+    /// The input values, oldest report first.
+    pub fn values(&self) -> &[f32] {
+        &self.window
+    }
+
+    /// Whether K reports have been seen.
+    pub fn is_full(&self) -> bool {
+        self.seen >= self.reports
+    }
+
+    /// Reports seen so far.
+    pub fn seen(&self) -> usize {
+        self.seen
+    }
+}
+
+/// The `onnx` policy for one flow: keeps the feature window and asks the shared model.
+#[derive(Debug)]
+pub struct OnnxPolicy {
+    model: Arc<OnnxModel>,
+    window: FeatureWindow,
+    scores: Vec<f32>,
     errors: u64,
     initial: usize,
 }
@@ -474,13 +512,9 @@ impl OnnxPolicy {
     pub fn new(model: Arc<OnnxModel>, initial: usize) -> Self {
         let n = model.sidecar.candidates.len();
         Self {
-            window: vec![0.0; model.input_len],
+            window: FeatureWindow::new(model.sidecar.window, n),
             scores: vec![0.0; n],
             model,
-            seen: 0,
-            min_rtt_us: 0,
-            max_tput: 0.0,
-            prev_now_us: None,
             errors: 0,
             initial,
         }
@@ -497,7 +531,7 @@ impl OnnxPolicy {
 
     /// The current input window (for tests and traces).
     pub fn window(&self) -> &[f32] {
-        &self.window
+        self.window.values()
     }
 
     /// The scores of the last inference, by candidate.
@@ -511,6 +545,13 @@ impl OnnxPolicy {
     }
 
     /// Appends one report's features to the window (see the module docs for the schema).
+    pub fn push(&mut self, f: &Features<'_>) {
+        self.window.push(f);
+    }
+}
+
+impl FeatureWindow {
+    /// Appends one report's features (see the module docs for the schema).
     pub fn push(&mut self, f: &Features<'_>) {
         let m = f.measurement;
         for s in [m.min_rtt_us, m.rtt_us] {
@@ -549,7 +590,7 @@ impl OnnxPolicy {
         } else {
             0.0
         };
-        let p = self.model.per_report;
+        let p = self.per_report;
         self.window.copy_within(p.., 0);
         let start = self.window.len() - p;
         let row = &mut self.window[start..];
@@ -575,10 +616,14 @@ impl SelectionPolicy for OnnxPolicy {
 
     fn decide(&mut self, f: &Features<'_>) -> Decision {
         self.push(f);
-        if self.seen < self.model.sidecar.window {
+        if !self.window.is_full() {
             return Decision::Stay;
         }
-        if self.model.scores(&self.window, &mut self.scores).is_err() {
+        if self
+            .model
+            .scores(self.window.values(), &mut self.scores)
+            .is_err()
+        {
             self.errors += 1;
             return Decision::Stay;
         }
@@ -589,8 +634,8 @@ impl SelectionPolicy for OnnxPolicy {
     }
 
     fn explain(&self) -> Option<crate::policy::Explanation> {
-        (self.seen >= self.model.sidecar.window).then(|| crate::policy::Explanation {
-            features: self.window.iter().map(|v| f64::from(*v)).collect(),
+        self.window.is_full().then(|| crate::policy::Explanation {
+            features: self.window.values().iter().map(|v| f64::from(*v)).collect(),
             scores: self.scores.iter().map(|v| f64::from(*v)).collect(),
         })
     }

@@ -10,7 +10,9 @@ flattened to columns named `r<i>.<feature>` (r0 the oldest report). The label is
 name of the best candidate for the state the window describes.
 
 Two sources:
-  --data CSV     rows of those columns plus a `best_candidate` column (e.g. from `gen-data`);
+  --data CSV     rows of those columns plus a `best_candidate` column: `ccp-eval gen-data`
+                 writes `onnx.csv` (explore flows' windows, labelled with the condition's
+                 best candidate run alone); `make onnx-example` trains the shipped model on it;
   --synthetic    report sequences generated here and labelled by simple rules (below), so an
                  example model exists before real data does.
 
@@ -223,13 +225,19 @@ def main() -> None:
         x, y = synthetic(args.samples, window, cands, args.seed)
     else:
         x, y = load_csv(args.data, window, cands)
-    absent = sorted(set(range(n)) - set(y.tolist()))
-    if absent:
-        # MLPClassifier has one output per class it saw; the policy needs one per candidate.
-        sys.exit(f"no training row is labelled {[cands[i] for i in absent]}: "
-                 "every candidate must appear at least once")
 
     xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.2, random_state=args.seed)
+    absent = sorted(set(range(n)) - set(ytr.tolist()))
+    if absent:
+        # MLPClassifier has one output per class it saw; the policy needs one per candidate.
+        # A candidate never the best in the training rows gets one placeholder row (the mean
+        # window), so the network has its output; among tens of thousands of rows it is as
+        # good as never predicted.
+        print(f"never the best in the training rows: {[cands[i] for i in absent]} "
+              "(one placeholder row each)")
+        pad = np.repeat(xtr.mean(axis=0, keepdims=True), len(absent), axis=0)
+        xtr = np.concatenate([xtr, pad.astype(np.float32)])
+        ytr = np.concatenate([ytr, np.asarray(absent, dtype=np.int64)])
     clf = MLPClassifier(hidden_layer_sizes=(args.hidden,), max_iter=400,
                         random_state=args.seed, early_stopping=True)
     clf.fit(xtr, ytr)
