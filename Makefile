@@ -52,7 +52,8 @@ venv:
 # condition's best candidate alone).
 onnx-example: venv
 	[ -f results/antelope-train/onnx.csv ] || $(CARGO) run --release -q -p ccp-eval -- gen-data antelope-train --out results/antelope-train
-	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx
+	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
+	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace
 
 run: deps models
 	$(CARGO) run --release -q -p ccp-eval -- run quick --out results/quick

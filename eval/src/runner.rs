@@ -102,9 +102,7 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
         if schemes::resolve(s).is_none() {
             return Err(RunError::UnknownScheme(s.clone()));
         }
-        if let Some(objective) = selectors::objective_of(s)
-            && let Err(e) = selectors::models(objective)
-        {
+        if let Some(e) = selectors::unavailable(s) {
             return Err(RunError::Models(s.clone(), e));
         }
     }

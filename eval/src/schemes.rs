@@ -83,7 +83,7 @@ pub fn defaults() -> Vec<&'static str> {
     available()
         .into_iter()
         .filter(|s| *s != selectors::EXPLORE)
-        .filter(|s| selectors::objective_of(s).is_none_or(|o| selectors::models(o).is_ok()))
+        .filter(|s| selectors::unavailable(s).is_none())
         .collect()
 }
 
@@ -141,6 +141,7 @@ pub fn agent() -> (LockstepAgent, RunSelectors) {
             .additional_alg(s.rein)
             .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
             .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
+            .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
             .additional_alg(s.explore)
             .run()
     });

@@ -21,6 +21,7 @@ use ccp_selector::{
     FlowContext, HysteresisConfig, ReinPolicy, SelectionPolicy, Selector, SelectorFlow,
     SelectorLog, StaticPolicy,
 };
+use ccp_selector::{OnnxModel, OnnxPolicy};
 use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo};
 
@@ -31,6 +32,8 @@ pub const ANTELOPE: &str = "selector-antelope";
 /// Scheme: the selector with our outcome models (each candidate's whole-flow reward on the
 /// path the flow has seen so far).
 pub const OUTCOME: &str = "selector-outcome";
+/// Scheme: the selector with the example ONNX network (`selector/models/example-onnx`).
+pub const ONNX: &str = "selector-onnx";
 /// Scheme: the selector switching at random per data unit, keeping training samples.
 pub const EXPLORE: &str = "selector-explore";
 
@@ -44,6 +47,10 @@ pub const SCHEMES: &[(&str, &str)] = &[
     (
         OUTCOME,
         "CCP: selector over the nine, per-candidate whole-flow reward models (ours)",
+    ),
+    (
+        ONNX,
+        "CCP: selector over the nine, an MLP in ONNX Runtime over 8-report windows",
     ),
     (
         EXPLORE,
@@ -109,6 +116,39 @@ pub fn models(objective: &str) -> Result<Arc<ModelSet>, String> {
     .clone()
 }
 
+/// Where `selector-onnx` reads its network: `$CCP_ONNX_MODEL`, else the example model.
+pub fn onnx_model_path() -> PathBuf {
+    std::env::var_os("CCP_ONNX_MODEL").map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../selector/models/example-onnx/policy.onnx")
+        },
+        PathBuf::from,
+    )
+}
+
+/// The ONNX network over [`candidates`], loaded once per process (an error says why it cannot
+/// be used: no ONNX Runtime library, a bad model, other candidates).
+pub fn onnx_model() -> Result<Arc<OnnxModel>, String> {
+    static MODEL: OnceLock<Result<Arc<OnnxModel>, String>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let names: Vec<&str> = candidates().iter().map(|c| c.name()).collect();
+            OnnxModel::load(&onnx_model_path(), &names)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+}
+
+/// Why a scheme cannot run in this process (its models or library are missing), if it cannot.
+pub fn unavailable(scheme: &str) -> Option<String> {
+    if scheme == ONNX {
+        return onnx_model().err();
+    }
+    objective_of(scheme).and_then(|o| models(o).err())
+}
+
 /// The model objective a scheme needs, if any.
 pub fn objective_of(scheme: &str) -> Option<&'static str> {
     match scheme {
@@ -138,6 +178,7 @@ scheme_name!(ReinName, REIN);
 scheme_name!(AntelopeName, ANTELOPE);
 scheme_name!(ExploreName, EXPLORE);
 scheme_name!(OutcomeName, OUTCOME);
+scheme_name!(OnnxName, ONNX);
 
 /// A [`Selector`] registered under `N::NAME`.
 pub struct Named<N>(Selector, PhantomData<N>);
@@ -217,6 +258,8 @@ pub struct RunSchemes {
     pub antelope: Option<Named<AntelopeName>>,
     /// `selector-outcome` (if its models load).
     pub outcome: Option<Named<OutcomeName>>,
+    /// `selector-onnx` (if ONNX Runtime and the model load).
+    pub onnx: Option<Named<OnnxName>>,
     /// `selector-explore`.
     pub explore: Named<ExploreName>,
 }
@@ -279,6 +322,11 @@ pub fn build() -> (RunSchemes, RunSelectors) {
             rein: Named::new(rein),
             antelope,
             outcome,
+            onnx: onnx_model().ok().map(|m| {
+                Named::new(
+                    Selector::new(candidates(), OnnxPolicy::factory(m, 0)).with_log(log.clone()),
+                )
+            }),
             explore: Named::new(explore_sel),
         },
         RunSelectors {

@@ -298,13 +298,13 @@ fn onnx_policy_drives_the_selector_in_the_simulator() {
     let Some((model, names)) = load() else { return };
     // In the model's candidate order.
     let candidates: Vec<Box<dyn DynAlgorithmConfig>> = vec![
-        Box::new(RenoConfig::default()),
         Box::new(CubicConfig::default()),
+        Box::new(RenoConfig::default()),
         Box::new(BbrConfig::default()),
+        Box::new(CopaConfig::default()),
         Box::new(VegasConfig::default()),
         Box::new(WestwoodConfig::default()),
         Box::new(IllinoisConfig::default()),
-        Box::new(CopaConfig::default()),
         Box::new(C2tcpConfig::default()),
         Box::new(VivaceConfig::default()),
     ];
