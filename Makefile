@@ -55,7 +55,7 @@ onnx-example: venv
 	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
 	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace
 
-run: deps models
+run: deps venv models
 	$(CARGO) run --release -q -p ccp-eval -- run quick --out results/quick
 
 demo: deps
