@@ -284,10 +284,7 @@ fn argmax_takes_the_first_maximum_and_skips_nan() {
 
 #[test]
 fn onnx_policy_drives_the_selector_in_the_simulator() {
-    use ccp_algorithms::{
-        BbrConfig, C2tcpConfig, CopaConfig, CubicConfig, DynAlgorithmConfig, IllinoisConfig,
-        RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
-    };
+    use ccp_algorithms::DynAlgorithmConfig;
     use ccp_datapath::runtime::DatapathConfig;
     use ccp_datapath::sim::{
         FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, Simulation,
@@ -297,17 +294,9 @@ fn onnx_policy_drives_the_selector_in_the_simulator() {
     const MS: u64 = 1_000_000;
     let Some((model, names)) = load() else { return };
     // In the model's candidate order.
-    let candidates: Vec<Box<dyn DynAlgorithmConfig>> = vec![
-        Box::new(CubicConfig::default()),
-        Box::new(RenoConfig::default()),
-        Box::new(BbrConfig::default()),
-        Box::new(CopaConfig::default()),
-        Box::new(VegasConfig::default()),
-        Box::new(WestwoodConfig::default()),
-        Box::new(IllinoisConfig::default()),
-        Box::new(C2tcpConfig::default()),
-        Box::new(VivaceConfig::default()),
-    ];
+    // The suite lists Reno first; the model was trained with Cubic first.
+    let mut candidates: Vec<Box<dyn DynAlgorithmConfig>> = ccp_algorithms::suite();
+    candidates.swap(0, 1);
     let sel = Selector::new(candidates, OnnxPolicy::factory(model, 1))
         .with_hysteresis(HysteresisConfig::default());
     assert_eq!(sel.names(), names);
