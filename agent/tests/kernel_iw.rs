@@ -10,9 +10,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use ccp_datapath::kernel::tcp;
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -34,39 +34,11 @@ fn cgroup2_mount() -> Option<PathBuf> {
 }
 
 fn snd_cwnd(s: &TcpStream) -> u32 {
-    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: the fd is open; `info` and `len` are valid and writable with the size passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&raw mut info).cast(),
-            &raw mut len,
-        )
-    };
-    assert_eq!(rc, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
-    info.tcpi_snd_cwnd
+    tcp::info(s).expect("TCP_INFO").tcpi_snd_cwnd
 }
 
 fn cca_of(s: &TcpStream) -> String {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: the fd is open; `buf` and `len` are valid and writable with the size passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &raw mut len,
-        )
-    };
-    assert_eq!(rc, 0, "TCP_CONGESTION: {}", std::io::Error::last_os_error());
-    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..n]).into_owned()
+    tcp::congestion_control(s).expect("TCP_CONGESTION")
 }
 
 /// The child's side: join the cgroup, connect, print `cwnd=<n> cgroup=<its v2 line>`. A no-op in the

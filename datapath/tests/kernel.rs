@@ -15,7 +15,6 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use ccp_datapath::agent::{self, Aimd, demo_config};
 use ccp_datapath::kernel::{
-    CCA_NAME, KernelBridge, KernelDatapath, Record, RecordKind, SockOps, sockops,
+    CCA_NAME, KernelBridge, KernelDatapath, Record, RecordKind, SockOps, sockops, tcp,
 };
 use ccp_datapath::runtime::{ChannelTransport, Datapath, MonotonicClock};
 
@@ -102,22 +101,7 @@ impl Transfer {
     }
 
     fn info(&self) -> libc::tcp_info {
-        // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        // SAFETY: the fd is open for the life of `self.probe`; `info` and `len` are valid
-        // and writable with the size passed.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.probe.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                (&raw mut info).cast(),
-                &raw mut len,
-            )
-        };
-        assert_eq!(rc, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
-        info
+        tcp::info(&self.probe).expect("TCP_INFO")
     }
 
     fn stop(mut self) {
@@ -129,22 +113,8 @@ impl Transfer {
 }
 
 fn set_cca(stream: &TcpStream, name: &str) {
-    // SAFETY: the fd is open; the option value points at `name.len()` readable bytes.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "setsockopt(TCP_CONGESTION, {name}): {}",
-        std::io::Error::last_os_error()
-    );
+    tcp::set_congestion_control(stream, name)
+        .unwrap_or_else(|e| panic!("setsockopt(TCP_CONGESTION, {name}): {e}"));
 }
 
 /// Polls records for `dur`, keeping those of the flow on `port` (and learning its id).
@@ -401,39 +371,11 @@ fn in_cgroup<T>(so: &SockOps, f: impl FnOnce() -> T) -> T {
 }
 
 fn tcp_info_of(s: &TcpStream) -> libc::tcp_info {
-    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: the fd is open; `info` and `len` are valid and writable with the size passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&raw mut info).cast(),
-            &raw mut len,
-        )
-    };
-    assert_eq!(rc, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
-    info
+    tcp::info(s).expect("TCP_INFO")
 }
 
 fn cca_of(s: &TcpStream) -> String {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: the fd is open; `buf` and `len` are valid and writable with the size passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &raw mut len,
-        )
-    };
-    assert_eq!(rc, 0, "TCP_CONGESTION: {}", std::io::Error::last_os_error());
-    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..n]).into_owned()
+    tcp::congestion_control(s).expect("TCP_CONGESTION")
 }
 
 /// One connection to `listener`: (client side, accepted side), before any data.

@@ -50,6 +50,7 @@
 mod bridge;
 pub mod record;
 pub mod sockops;
+pub mod tcp;
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,71 @@
+//! Per-socket TCP options the kernel datapath is checked and driven with: `TCP_INFO` and
+//! `TCP_CONGESTION` (read and set) on any socket.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// The longest congestion control name the kernel accepts (`TCP_CA_NAME_MAX`).
+const CA_NAME_MAX: usize = 16;
+
+/// `getsockopt(TCP_INFO)`.
+pub fn info(socket: &impl AsRawFd) -> io::Result<libc::tcp_info> {
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the fd is open for the borrow of `socket`; `info` and `len` are valid and
+    // writable with the size passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut info).cast(),
+            &raw mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(info)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `getsockopt(TCP_CONGESTION)`: the socket's congestion control name.
+pub fn congestion_control(socket: &impl AsRawFd) -> io::Result<String> {
+    let mut buf = [0u8; CA_NAME_MAX];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: the fd is open; `buf` and `len` are valid and writable with the size passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// `setsockopt(TCP_CONGESTION, name)`.
+pub fn set_congestion_control(socket: &impl AsRawFd, name: &str) -> io::Result<()> {
+    // SAFETY: the fd is open; the option value points at `name.len()` readable bytes.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
