@@ -10,103 +10,24 @@
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod common;
 
 use ccp_datapath::agent::{SyntheticFlow, demo_config};
 use ccp_datapath::runtime::{
     Control, Datapath, FlowInfo, MonotonicClock, Primitives, UnixTransport,
 };
+use common::Agent;
 
 const MSS: u32 = 1448;
 /// What the datapath itself would start with: different from every IW in the tables below.
 const DATAPATH_IW: u32 = 4;
 
 type Dp = Datapath<UnixTransport, MonotonicClock>;
-
-/// The agent process; killed on drop. Its stderr lines are collected.
-struct Agent {
-    child: Child,
-    stderr: Arc<Mutex<Vec<String>>>,
-    sock: PathBuf,
-}
-
-impl Agent {
-    fn spawn(alg: &str, config: &Path, name: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
-            .args(["--ipc", "unix", "--alg", alg, "--name", name, "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let lines = stderr.clone();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                eprintln!("agent: {line}");
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let sock = Path::new("/tmp/ccp").join(name);
-        let start = Instant::now();
-        while !sock.exists() {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "agent never bound {name}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Self {
-            child,
-            stderr,
-            sock,
-        }
-    }
-
-    fn sighup(&self) {
-        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
-        // SAFETY: sending a signal to our own child process.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
-    }
-
-    /// Waits until `n` stderr lines contain `needle`; returns the last such line.
-    fn wait_for_line(&self, needle: &str, n: usize) -> String {
-        let start = Instant::now();
-        loop {
-            let found: Vec<String> = self
-                .stderr
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|l| l.contains(needle))
-                .cloned()
-                .collect();
-            if found.len() >= n {
-                return found.last().cloned().unwrap();
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "agent never logged {needle:?} ({n} times)"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.sock);
-    }
-}
 
 /// A fresh folder for one test's config files.
 fn config_dir(tag: &str) -> PathBuf {
@@ -211,7 +132,8 @@ fn selector_flows_get_the_iw_and_sighup_reloads_without_dropping_flows() {
     let (agent_name, dp_name) = (format!("agent-e2e-{pid}-a"), format!("dp-e2e-{pid}-a"));
     let dir = config_dir("reload");
     let config = write_config(&dir, "rein", 20);
-    let agent = Agent::spawn("selector", &config, &agent_name);
+    let mut agent = Agent::spawn("selector", &config, &agent_name);
+    agent.wait_bound();
     let mut dp = datapath(&dp_name, &agent_name);
     let inside = Ipv4Addr::new(10, 0, 0, 2);
     let outside = Ipv4Addr::new(198, 51, 100, 7);
@@ -231,8 +153,8 @@ fn selector_flows_get_the_iw_and_sighup_reloads_without_dropping_flows() {
     // 2. SIGHUP with a new table: new flows get it, the running flow keeps being answered.
     let config2 = write_config(&dir, "static:vegas", 40);
     assert_eq!(config, config2);
-    agent.sighup();
-    agent.wait_for_line("reloaded", 1);
+    agent.signal(libc::SIGHUP);
+    agent.wait_for_line("reloaded", 1).unwrap();
     assert_controlled(&mut dp, &mut first, 200);
     let (mut second, iw_second) = open_flow(&mut dp, inside, None);
     assert_eq!(iw_second, 40 * MSS, "the reloaded table");
@@ -240,8 +162,8 @@ fn selector_flows_get_the_iw_and_sighup_reloads_without_dropping_flows() {
 
     // 3. SIGHUP with a bad config: logged, the previous config stays.
     write_config(&dir, "no-such-policy", 60);
-    agent.sighup();
-    let why = agent.wait_for_line("reload failed", 1);
+    agent.signal(libc::SIGHUP);
+    let why = agent.wait_for_line("reload failed", 1).unwrap();
     assert!(why.contains("selector.policy"), "{why}");
     let (mut third, iw_third) = open_flow(&mut dp, inside, None);
     assert_eq!(iw_third, 40 * MSS, "the previous config stays");

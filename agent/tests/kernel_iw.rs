@@ -10,12 +10,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use ccp_datapath::kernel::tcp;
-use std::io::{BufRead, BufReader};
+use common::Agent;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Set in the re-executed child: the cgroup to join and the address to connect to.
@@ -87,92 +88,6 @@ fn probe(cgroup: &Path, listener: &TcpListener) -> (u32, String) {
     (cwnd, cca)
 }
 
-/// The agent process; stopped on drop (SIGTERM, so it removes its cgroup; then SIGKILL). Its
-/// stderr lines are collected.
-struct Agent {
-    child: Child,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Agent {
-    fn spawn(config: &Path, name: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
-            .args([
-                "--ipc", "unix", "--alg", "cubic", "--name", name, "--config",
-            ])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let lines = stderr.clone();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                eprintln!("agent: {line}");
-                lines.lock().unwrap().push(line);
-            }
-        });
-        Self { child, stderr }
-    }
-
-    /// Waits until `n` stderr lines contain `needle`, or the agent exits (`Err(status)`).
-    fn wait_for_line(&mut self, needle: &str, n: usize) -> Result<(), std::process::ExitStatus> {
-        let start = Instant::now();
-        loop {
-            let count = self
-                .stderr
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|l| l.contains(needle))
-                .count();
-            if count >= n {
-                return Ok(());
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                std::thread::sleep(Duration::from_millis(100));
-                return Err(status);
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "agent never logged {needle:?} x{n}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, sig: libc::c_int) {
-        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
-        // SAFETY: sending a signal to our own child process.
-        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
-            // SAFETY: signalling our own child (SIGTERM; a reaped pid is not reused before wait).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(2) {
-                if matches!(self.child.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn write_config(dir: &Path, cgroup: &Path, iw_127: u32, cca: Option<&str>) -> PathBuf {
     std::fs::write(
         dir.join("iw.csv"),
@@ -214,7 +129,7 @@ fn kernel_connections_get_the_table_iw_and_sighup_republishes() {
     std::fs::create_dir_all(&dir).unwrap();
     let config = write_config(&dir, &cgroup, 7, None);
 
-    let mut agent = Agent::spawn(&config, &tag);
+    let mut agent = Agent::spawn("cubic", &config, &tag);
     if let Err(status) = agent.wait_for_line("IW table published to the kernel", 1) {
         let log = agent.log();
         if status.code() == Some(2) && log.contains("needs root or CAP_BPF") {
@@ -278,7 +193,7 @@ fn an_unusable_kernel_cgroup_fails_the_start() {
     let dir = std::env::temp_dir().join(&tag);
     std::fs::create_dir_all(&dir).unwrap();
     let config = write_config(&dir, &dir.join("not-a-cgroup"), 7, None);
-    let mut agent = Agent::spawn(&config, &tag);
+    let mut agent = Agent::spawn("cubic", &config, &tag);
     let status = agent.child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let log = agent.log();

@@ -1,0 +1,119 @@
+//! The `ccp-agent` binary as a child process of a test: spawn, signal, watch its log.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The agent process; stopped on drop (SIGTERM, so an agent with a kernel cgroup removes it;
+/// SIGKILL after 2 s), its socket file removed. Its stderr lines are collected.
+pub(crate) struct Agent {
+    /// The process (tests may wait on it).
+    pub(crate) child: Child,
+    stderr: Arc<Mutex<Vec<String>>>,
+    sock: PathBuf,
+}
+
+impl Agent {
+    /// Starts `ccp-agent --ipc unix --alg <alg> --name <name> --config <config>`.
+    pub(crate) fn spawn(alg: &str, config: &Path, name: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+            .args(["--ipc", "unix", "--alg", alg, "--name", name, "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let lines = stderr.clone();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                eprintln!("agent: {line}");
+                lines.lock().unwrap().push(line);
+            }
+        });
+        Self {
+            child,
+            stderr,
+            sock: Path::new("/tmp/ccp").join(name),
+        }
+    }
+
+    /// Waits until the agent has bound its socket.
+    #[allow(dead_code)]
+    pub(crate) fn wait_bound(&self) {
+        let start = Instant::now();
+        while !self.sock.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "agent never bound {}",
+                self.sock.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends `sig` to the agent.
+    pub(crate) fn signal(&self, sig: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
+    /// Waits until `n` stderr lines contain `needle` and returns the last such line, or the
+    /// agent's exit status if it exits first.
+    pub(crate) fn wait_for_line(&mut self, needle: &str, n: usize) -> Result<String, ExitStatus> {
+        let start = Instant::now();
+        loop {
+            let found: Vec<String> = self
+                .stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(needle))
+                .cloned()
+                .collect();
+            if found.len() >= n {
+                return Ok(found.last().cloned().unwrap());
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the reader thread collect the last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                return Err(status);
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "agent never logged {needle:?} x{n}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Everything the agent logged so far.
+    #[allow(dead_code)]
+    pub(crate) fn log(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+            // SAFETY: signalling our own child (SIGTERM; a reaped pid is not reused before wait).
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(2) {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.sock);
+    }
+}
