@@ -1,5 +1,14 @@
 //! RTT bookkeeping shared by the algorithms: RFC 6298's smoothed RTT and the minimum RTT.
 
+/// A running minimum (`current_us`, 0: none yet) lowered by the non-zero `samples` (0: no
+/// sample).
+pub fn lower_min(current_us: u64, samples: impl IntoIterator<Item = u64>) -> u64 {
+    samples
+        .into_iter()
+        .filter(|s| *s > 0)
+        .fold(current_us, |m, s| if m == 0 || s < m { s } else { m })
+}
+
 /// Smoothed RTT (RFC 6298 §2, gain 1/8) and the flow's minimum RTT, µs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RttEstimator {
@@ -26,11 +35,7 @@ impl RttEstimator {
                 self.srtt_us - self.srtt_us / 8 + rtt_us / 8
             };
         }
-        for s in [rtt_us, min_rtt_us] {
-            if s > 0 && (self.min_rtt_us == 0 || s < self.min_rtt_us) {
-                self.min_rtt_us = s;
-            }
-        }
+        self.min_rtt_us = lower_min(self.min_rtt_us, [rtt_us, min_rtt_us]);
     }
 
     /// Smoothed RTT, µs (0: no sample yet).

@@ -554,11 +554,7 @@ impl FeatureWindow {
     /// Appends one report's features (see the module docs for the schema).
     pub fn push(&mut self, f: &Features<'_>) {
         let m = f.measurement;
-        for s in [m.min_rtt_us, m.rtt_us] {
-            if s > 0 && (self.min_rtt_us == 0 || s < self.min_rtt_us) {
-                self.min_rtt_us = s;
-            }
-        }
+        self.min_rtt_us = ccp_algorithms::rtt::lower_min(self.min_rtt_us, [m.min_rtt_us, m.rtt_us]);
         let tput = if m.rate_incoming_bytes_per_sec > 0 {
             m.rate_incoming_bytes_per_sec as f64
         } else if let Some(prev) = self.prev_now_us

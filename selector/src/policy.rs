@@ -180,11 +180,7 @@ impl SelectionPolicy for ReinPolicy {
     }
     fn decide(&mut self, f: &Features<'_>) -> Decision {
         let m = f.measurement;
-        for s in [m.min_rtt_us, m.rtt_us] {
-            if s > 0 && (self.min_rtt_us == 0 || s < self.min_rtt_us) {
-                self.min_rtt_us = s;
-            }
-        }
+        self.min_rtt_us = ccp_algorithms::rtt::lower_min(self.min_rtt_us, [m.min_rtt_us, m.rtt_us]);
         if m.congestion() && self.min_rtt_us > 0 && m.rtt_us > 0 {
             let inflation = m.rtt_us as f64 / self.min_rtt_us as f64;
             self.verdict = if inflation < Self::RANDOM_LOSS_INFLATION {

@@ -119,11 +119,7 @@ impl UnitBuilder {
         self.max_rate_bytes_per_sec = self
             .max_rate_bytes_per_sec
             .max(m.rate_incoming_bytes_per_sec);
-        for s in [m.min_rtt_us, m.rtt_us] {
-            if s > 0 && (self.min_rtt_us == 0 || s < self.min_rtt_us) {
-                self.min_rtt_us = s;
-            }
-        }
+        self.min_rtt_us = ccp_algorithms::rtt::lower_min(self.min_rtt_us, [m.min_rtt_us, m.rtt_us]);
         if self.acks < self.acks_per_unit {
             return None;
         }
