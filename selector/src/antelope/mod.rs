@@ -202,7 +202,6 @@ impl Antelope {
             last_report_us: None,
             previous: None,
             scores: Vec::new(),
-            explanation: None,
             rng: seed | 1,
         }
     }
@@ -220,8 +219,8 @@ pub struct AntelopePolicy {
     last_report_us: Option<u64>,
     /// Features of the previous unit, waiting for the next unit's reward.
     previous: Option<[f64; 7]>,
+    /// Predictions of the last unit's decision (empty when exploring).
     scores: Vec<f64>,
-    explanation: Option<Explanation>,
     rng: u64,
 }
 
@@ -314,10 +313,6 @@ impl SelectionPolicy for AntelopePolicy {
                 .unwrap_or_else(PoisonError::into_inner)
                 .record(self.dst_ip, name);
         }
-        self.explanation = Some(Explanation {
-            features: features.to_vec(),
-            scores: self.scores.clone(),
-        });
         if best == f.current {
             Decision::Stay
         } else {
@@ -325,8 +320,13 @@ impl SelectionPolicy for AntelopePolicy {
         }
     }
 
+    /// Built on demand from the last unit's features and scores (nothing is kept per unit
+    /// for a trace nobody reads).
     fn explain(&self) -> Option<Explanation> {
-        self.explanation.clone()
+        self.previous.map(|features| Explanation {
+            features: features.to_vec(),
+            scores: self.scores.clone(),
+        })
     }
 }
 
