@@ -432,6 +432,8 @@ fn swap_rows(
     job: &Job,
 ) -> Vec<SwapRow> {
     s.keep_samples(&cond.id, job.seed);
+    let names = selectors::candidate_names();
+    let name = |i: usize| names.get(i).copied().unwrap_or("?").to_string();
     s.log
         .swap_events()
         .into_iter()
@@ -442,8 +444,8 @@ fn swap_rows(
             seed: job.seed,
             sock_id: e.sock_id,
             t_s: e.time_us as f64 / 1e6,
-            from: selectors::name_of(e.from).to_string(),
-            to: selectors::name_of(e.to).to_string(),
+            from: name(e.from),
+            to: name(e.to),
         })
         .collect()
 }

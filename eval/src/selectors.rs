@@ -71,9 +71,9 @@ pub fn candidates() -> Vec<Box<dyn DynAlgorithmConfig>> {
     v
 }
 
-/// The name of candidate `i` of [`candidates`] (`?` if out of range).
-pub fn name_of(i: usize) -> &'static str {
-    candidates().get(i).map_or("?", |c| c.name())
+/// The names of [`candidates`], by index.
+pub fn candidate_names() -> Vec<&'static str> {
+    candidates().iter().map(|c| c.name()).collect()
 }
 
 /// Where the models of `objective` (`antelope` or `outcome`) are read from:
@@ -133,8 +133,7 @@ pub fn onnx_model() -> Result<Arc<OnnxModel>, String> {
     static MODEL: OnceLock<Result<Arc<OnnxModel>, String>> = OnceLock::new();
     MODEL
         .get_or_init(|| {
-            let names: Vec<&str> = candidates().iter().map(|c| c.name()).collect();
-            OnnxModel::load(&onnx_model_path(), &names)
+            OnnxModel::load(&onnx_model_path(), &candidate_names())
                 .map(Arc::new)
                 .map_err(|e| e.to_string())
         })

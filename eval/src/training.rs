@@ -151,7 +151,10 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
     write_samples(&out.join("samples.csv"), &plain)?;
 
     // Every candidate alone on the same conditions and seeds: its whole-flow reward.
-    let names: Vec<String> = (0..9).map(|i| selectors::name_of(i).to_string()).collect();
+    let names: Vec<String> = selectors::candidate_names()
+        .into_iter()
+        .map(String::from)
+        .collect();
     let opts = options(jobs, names.clone());
     let plan = runner::plan(scenario, &opts).map_err(|e| e.to_string())?;
     let output = runner::run(scenario, &plan, &opts);
