@@ -9,12 +9,19 @@ use std::sync::Arc;
 
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
 use ccp_selector::antelope::{Antelope, AntelopeConfig, Mode, ModelSet};
-use ccp_selector::{FlowContext, PolicyFactory, ReinPolicy, SelectionPolicy, StaticPolicy};
+use ccp_selector::{EveryN, FlowContext, PolicyFactory, ReinPolicy, SelectionPolicy, StaticPolicy};
 
 use crate::config::{Preference, Preferences};
 
 /// The policy names [`build`] knows, as written in `selector.policy`.
-pub const KNOWN: &[&str] = &["static:<cca>", "rein", "antelope", "outcome", "onnx"];
+pub const KNOWN: &[&str] = &[
+    "static:<cca>",
+    "rotate:<reports>",
+    "rein",
+    "antelope",
+    "outcome",
+    "onnx",
+];
 
 /// What a policy may be built from.
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +69,7 @@ pub fn build(spec: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Polic
         .map_or((spec, None), |(n, a)| (n, Some(a)));
     match (name, arg) {
         ("static", Some(cca)) => static_policy(cca, ctx),
+        ("rotate", Some(n)) => rotate(n),
         ("rein", None) => rein(ctx),
         ("antelope", None) => learned(OBJECTIVE_ANTELOPE, ctx),
         ("outcome", None) => learned(OBJECTIVE_OUTCOME, ctx),
@@ -83,6 +91,22 @@ fn static_policy(cca: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Po
         })?;
     Ok(Arc::new(move |_: &FlowContext<'_>| {
         Box::new(StaticPolicy { candidate }) as Box<dyn SelectionPolicy>
+    }))
+}
+
+/// `rotate:<n>`: asks for the next candidate every `n` reports (round robin), through the
+/// hysteresis like any policy. For exercising swaps on a live datapath, not for production.
+fn rotate(n: &str) -> Result<PolicyFactory, PolicyError> {
+    let n: u64 = n
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| PolicyError::Unknown {
+            name: format!("rotate:{n} (needs a report count >= 1)"),
+        })?;
+    Ok(Arc::new(move |_: &FlowContext<'_>| {
+        Box::new(EveryN { n }) as Box<dyn SelectionPolicy>
     }))
 }
 
@@ -190,10 +214,21 @@ mod tests {
     }
 
     #[test]
+    fn rotate_asks_for_the_next_candidate_every_n_reports() {
+        let prefs = Preferences::default();
+        let c = ctx(&ALGORITHMS, &prefs);
+        let f = build("rotate:3", &c).unwrap();
+        let p = f(&FlowContext::for_candidates(&ALGORITHMS));
+        assert_eq!(p.name(), "every-n");
+    }
+
+    #[test]
     fn unknown_policies_list_the_known_ones() {
         let prefs = Preferences::default();
         let c = ctx(&ALGORITHMS, &prefs);
-        for bad in ["nope", "static", "rein:x", "static:"] {
+        for bad in [
+            "nope", "static", "rein:x", "static:", "rotate:0", "rotate:x", "rotate",
+        ] {
             let e = build(bad, &c).err().unwrap();
             let msg = e.to_string();
             if bad == "static:" {

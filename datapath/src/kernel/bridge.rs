@@ -5,12 +5,14 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
 
-use super::{FALLBACK_TIMEOUT_NS, KernelDatapath, KernelError, Record, RecordKind};
-use crate::runtime::{Clock, Control, Datapath, Transport};
+use super::{FALLBACK_TIMEOUT_NS, KernelDatapath, KernelError, Record, RecordKind, monotonic_ns};
+use crate::runtime::{Actions, Clock, Control, Datapath, Transport};
 
 /// A control entry is rewritten at least this often while unchanged, so the BPF program never
 /// takes it for stale while the agent is in control.
 const REFRESH_NS: u64 = FALLBACK_TIMEOUT_NS / 4;
+/// Control-loop samples kept (about 8 MB); later ones are counted, not kept.
+const MAX_LOOP_SAMPLES: usize = 1 << 20;
 
 /// What the bridge has done.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,10 +27,14 @@ pub struct BridgeStats {
     pub flows_closed: u64,
     /// Control map writes.
     pub control_writes: u64,
+    /// Of those, writes made as soon as an agent message arrived (not at an ACK).
+    pub agent_writes: u64,
     /// Control entries deleted because the runtime fell back.
     pub control_clears: u64,
     /// Runtime errors (unknown flow, table full); the records were dropped.
     pub errors: u64,
+    /// Control-loop samples not kept (more than the bridge keeps).
+    pub loop_samples_dropped: u64,
     /// Time spent handling records (decode excluded: it happens in the ring-buffer read), ns.
     pub busy_ns: u64,
 }
@@ -38,11 +44,22 @@ struct FlowState {
     sid: u32,
     written: Option<(u32, u64)>,
     written_ns: u64,
+    /// The flow's window in the kernel at its last record, bytes.
+    last_cwnd: u32,
+    /// `now` of the ACK whose invocation sent the last report not yet answered, ns.
+    report_ack_ns: Option<u64>,
 }
 
 /// Runs the CCP runtime over the kernel's `ccp` flows: each [`Record`] becomes an
 /// [`invoke`](Datapath::invoke) on its flow, and the resulting cwnd/rate go back to the
 /// kernel while the agent is in control.
+///
+/// The bridge sleeps in `poll(2)` on both the ring buffer and, when the transport has one, the
+/// agent's socket: an agent's answer is written to the kernel as soon as it arrives
+/// ([`Datapath::apply_agent_updates`]), not at the flow's next ACK. The time from the ACK that
+/// triggered a report to the write of the agent's answer is kept per report
+/// ([`take_loop_latencies`](Self::take_loop_latencies)): the control loop of `DESIGN.md` §5,
+/// on the kernel path; the kernel applies the written window from the next ACK on.
 pub struct KernelBridge<T: Transport, C: Clock> {
     /// The loaded BPF datapath.
     pub kernel: KernelDatapath,
@@ -50,7 +67,10 @@ pub struct KernelBridge<T: Transport, C: Clock> {
     pub runtime: Datapath<T, C>,
     alg: Option<String>,
     flows: HashMap<u32, FlowState>,
+    /// Runtime socket id -> kernel flow id.
+    by_sid: HashMap<u32, u32>,
     batch: Vec<Record>,
+    loop_ns: Vec<u64>,
     stats: BridgeStats,
 }
 
@@ -62,7 +82,9 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             runtime,
             alg,
             flows: HashMap::new(),
+            by_sid: HashMap::new(),
             batch: Vec::with_capacity(4096),
+            loop_ns: Vec::new(),
             stats: BridgeStats::default(),
         }
     }
@@ -77,25 +99,38 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
         self.flows.get(&flow_id).map(|f| f.sid)
     }
 
-    /// One round: takes in the agent's messages, waits up to `timeout` for records, handles
-    /// every record available. Returns how many records were handled.
+    /// Control-loop samples since the last call, ns: for each report the agent answered with
+    /// a window or rate, the time from the ACK (`bpf_ktime_get_ns()` in the BPF program) to
+    /// the answer's write into the kernel's control map.
+    pub fn take_loop_latencies(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.loop_ns)
+    }
+
+    /// One round: waits up to `timeout` for a record or an agent message, takes in the agent's
+    /// messages (writing new windows and rates to the kernel at once), then handles every
+    /// record available. Returns how many records were handled.
     pub fn step(&mut self, timeout: Duration) -> Result<usize, KernelError> {
-        self.runtime.poll();
-        let batch = &mut self.batch;
+        let mut batch = std::mem::take(&mut self.batch);
         batch.clear();
-        if timeout.is_zero() {
-            self.kernel.poll_records(|r| batch.push(r))?;
+        let waited = if timeout.is_zero() {
+            self.kernel.poll_records(|r| batch.push(r))
+        } else if let Some(fd) = self.runtime.transport().readiness_fd() {
+            self.kernel.wait_records_or(fd, timeout, |r| batch.push(r))
         } else {
-            self.kernel.wait_records(timeout, |r| batch.push(r))?;
-        }
-        let start = Instant::now();
-        let batch = std::mem::take(&mut self.batch);
-        for r in &batch {
-            self.handle(r)?;
-        }
+            self.kernel.wait_records(timeout, |r| batch.push(r))
+        };
+        let result = waited.and_then(|_| {
+            self.runtime.poll();
+            self.write_agent_updates()?;
+            let start = Instant::now();
+            for r in &batch {
+                self.handle(r)?;
+            }
+            self.stats.busy_ns += start.elapsed().as_nanos() as u64;
+            Ok(batch.len())
+        });
         self.batch = batch;
-        self.stats.busy_ns += start.elapsed().as_nanos() as u64;
-        Ok(self.batch.len())
+        result
     }
 
     /// Runs [`step`](Self::step) until `deadline`.
@@ -106,10 +141,51 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
         Ok(())
     }
 
+    /// Writes what the agent just decided to the kernel, without waiting for an ACK.
+    fn write_agent_updates(&mut self) -> Result<(), KernelError> {
+        let mut updates: Vec<(u32, Actions)> = Vec::new();
+        self.runtime
+            .apply_agent_updates(|sid, a| updates.push((sid, a)));
+        for (sid, actions) in updates {
+            let Some(&flow_id) = self.by_sid.get(&sid) else {
+                continue;
+            };
+            let Some(flow) = self.flows.get_mut(&flow_id) else {
+                continue;
+            };
+            let want = (
+                actions
+                    .cwnd_bytes
+                    .or(flow.written.map(|w| w.0))
+                    .unwrap_or(flow.last_cwnd),
+                actions
+                    .rate_bytes_per_sec
+                    .map(u64::from)
+                    .or(flow.written.map(|w| w.1))
+                    .unwrap_or(0),
+            );
+            self.kernel.set_control(flow_id, want.0, want.1)?;
+            let now = monotonic_ns();
+            flow.written = Some(want);
+            flow.written_ns = now;
+            self.stats.control_writes += 1;
+            self.stats.agent_writes += 1;
+            if let Some(ack_ns) = flow.report_ack_ns.take() {
+                if self.loop_ns.len() < MAX_LOOP_SAMPLES {
+                    self.loop_ns.push(now.saturating_sub(ack_ns));
+                } else {
+                    self.stats.loop_samples_dropped += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn handle(&mut self, r: &Record) -> Result<(), KernelError> {
         self.stats.records += 1;
         if r.kind == RecordKind::Release {
             if let Some(f) = self.flows.remove(&r.flow_id) {
+                self.by_sid.remove(&f.sid);
                 self.stats.flows_closed += 1;
                 if let Err(e) = self.runtime.close_flow(f.sid) {
                     self.stats.errors += 1;
@@ -123,11 +199,14 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             None => match self.runtime.create_flow(r.flow_info(self.alg.as_deref())) {
                 Ok(sid) => {
                     self.stats.flows_created += 1;
+                    self.by_sid.insert(sid, r.flow_id);
                     debug!(flow = r.flow_id, sid, port = r.src_port, "new kernel flow");
                     self.flows.entry(r.flow_id).or_insert(FlowState {
                         sid,
                         written: None,
                         written_ns: 0,
+                        last_cwnd: 0,
+                        report_ack_ns: None,
                     })
                 }
                 Err(e) => {
@@ -141,7 +220,21 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             return Ok(());
         }
         self.stats.acks += 1;
-        let actions = match self.runtime.invoke(flow.sid, &r.primitives()) {
+        let mut prims = r.primitives();
+        flow.last_cwnd = prims.snd_cwnd;
+        // A window or rate written for the agent applies from the kernel's next ACK, so records
+        // already in flight still carry the previous one; the program must see what the flow
+        // is about to run with, or its result would write the old value back.
+        if let Some((cwnd, rate)) = flow.written {
+            if cwnd != 0 {
+                prims.snd_cwnd = cwnd;
+            }
+            if rate != 0 {
+                prims.snd_rate = rate;
+            }
+        }
+        let reports_before = self.runtime.stats().reports_sent;
+        let actions = match self.runtime.invoke(flow.sid, &prims) {
             Ok(a) => a,
             Err(e) => {
                 self.stats.errors += 1;
@@ -149,10 +242,16 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
                 return Ok(());
             }
         };
+        if self.runtime.stats().reports_sent > reports_before {
+            flow.report_ack_ns = Some(r.now_ns);
+        }
         match actions.control {
             Control::Agent => {
                 let want = (
-                    actions.cwnd_bytes.unwrap_or(0),
+                    actions
+                        .cwnd_bytes
+                        .or(flow.written.map(|w| w.0))
+                        .unwrap_or(0),
                     actions.rate_bytes_per_sec.map_or(0, u64::from),
                 );
                 let now = r.now_ns;

@@ -53,6 +53,7 @@ pub mod sockops;
 pub mod tcp;
 
 use std::cell::RefCell;
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
@@ -254,6 +255,41 @@ impl KernelDatapath {
             r => r.map_err(KernelError::bpf("waiting on the ring buffer"))?,
         }
         Ok(self.drain(f))
+    }
+
+    /// Like [`wait_records`](Self::wait_records), but also wakes when `other` (e.g. the agent's
+    /// socket) becomes readable, so a caller can answer either without a polling delay.
+    pub fn wait_records_or(
+        &mut self,
+        other: RawFd,
+        timeout: Duration,
+        f: impl FnMut(Record),
+    ) -> Result<usize, KernelError> {
+        let mut fds = [
+            libc::pollfd {
+                fd: self.ring.epoll_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: other,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ms = libc::c_int::try_from(timeout.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `fds` is a valid array of two pollfd structs that outlives the call.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(KernelError::Bpf {
+                    step: "waiting on the ring buffer and the agent",
+                    source: libbpf_rs::Error::from(e),
+                });
+            }
+        }
+        self.poll_records(f)
     }
 
     fn drain(&mut self, f: impl FnMut(Record)) -> usize {

@@ -110,6 +110,11 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
         self.conns.get(i)?.as_ref()
     }
 
+    /// The transport.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
     /// The transport, e.g. to wait on it in lock-step embeddings.
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.transport
@@ -179,28 +184,7 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
             .set_implicit(implicit::CWND, u64::from(prims.snd_cwnd));
         conn.regs.set_implicit(implicit::RATE, prims.snd_rate);
 
-        if let Some(staged) = conn.staged.take()
-            && staged.generation == self.generation
-            && let Some(p) = self.programs[staged.slot].as_ref()
-        {
-            conn.program = Some(staged);
-            conn.regs.start_program(p, now_ns);
-        }
-        if !conn.pending.is_empty() {
-            conn.pending.apply_controls(&mut conn.regs);
-            if let Some(c) = conn.pending.cwnd.take() {
-                conn.regs.set_implicit(implicit::CWND, c);
-                if c != 0 {
-                    actions.cwnd_bytes = Some(c as u32);
-                }
-            }
-            if let Some(r) = conn.pending.rate.take() {
-                conn.regs.set_implicit(implicit::RATE, r);
-                if r != 0 {
-                    actions.rate_bytes_per_sec = Some(r as u32);
-                }
-            }
-        }
+        apply_staged(conn, &self.programs, self.generation, now_ns, &mut actions);
 
         let program = match conn.program {
             Some(r) if r.generation == self.generation && !self.link.in_fallback => {
@@ -258,6 +242,35 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
             self.send_scratch(now_ns);
         }
         Ok(actions)
+    }
+
+    /// Applies what the agent has staged (a program change, a window or rate update) to every
+    /// flow now, instead of at the flow's next [`invoke`](Self::invoke), and hands each flow
+    /// whose window or rate changed to `f` with the values to apply. Datapaths whose next ACK
+    /// may be far away (the kernel's, at low rates) call this after [`poll`](Self::poll) so an
+    /// agent's decision reaches the flow without waiting for an ACK. Nothing is applied while
+    /// the agent is taken for gone. Returns how many flows were handed to `f`.
+    pub fn apply_agent_updates(&mut self, mut f: impl FnMut(u32, Actions)) -> usize {
+        if self.link.in_fallback {
+            return 0;
+        }
+        let now_ns = self.clock.now_ns();
+        let mut handed = 0;
+        for conn in self.conns.iter_mut().flatten() {
+            if conn.staged.is_none() && conn.pending.is_empty() {
+                continue;
+            }
+            let mut actions = Actions {
+                control: Control::Agent,
+                ..Actions::default()
+            };
+            apply_staged(conn, &self.programs, self.generation, now_ns, &mut actions);
+            if actions.cwnd_bytes.is_some() || actions.rate_bytes_per_sec.is_some() {
+                handed += 1;
+                f(conn.sid, actions);
+            }
+        }
+        handed
     }
 
     /// Takes in every message the agent has sent, flushes queued sends and runs timers.
@@ -600,6 +613,39 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
                     self.outq.clear();
                     return;
                 }
+            }
+        }
+    }
+}
+
+/// Starts a staged program (if still of the current generation) and applies staged register
+/// updates; a new window or rate goes into `actions`.
+fn apply_staged(
+    conn: &mut Connection,
+    programs: &[Option<Program>],
+    generation: u64,
+    now_ns: u64,
+    actions: &mut Actions,
+) {
+    if let Some(staged) = conn.staged.take()
+        && staged.generation == generation
+        && let Some(p) = programs[staged.slot].as_ref()
+    {
+        conn.program = Some(staged);
+        conn.regs.start_program(p, now_ns);
+    }
+    if !conn.pending.is_empty() {
+        conn.pending.apply_controls(&mut conn.regs);
+        if let Some(c) = conn.pending.cwnd.take() {
+            conn.regs.set_implicit(implicit::CWND, c);
+            if c != 0 {
+                actions.cwnd_bytes = Some(c as u32);
+            }
+        }
+        if let Some(r) = conn.pending.rate.take() {
+            conn.regs.set_implicit(implicit::RATE, r);
+            if r != 0 {
+                actions.rate_bytes_per_sec = Some(r as u32);
             }
         }
     }

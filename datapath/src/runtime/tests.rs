@@ -192,6 +192,41 @@ fn update_field_stages_until_the_next_ack() {
 }
 
 #[test]
+fn agent_updates_can_be_applied_before_the_next_ack() {
+    let (mut dp, _script, _clock) = setup();
+    let (ins, sc) = install_msg(COUNTER);
+    dp.recv_msg(&ins).expect("install");
+    let a = flow(&mut dp);
+    let b = flow(&mut dp);
+    // A program change carrying a window, then an update for the other flow.
+    dp.recv_msg(&change_prog(a, sc.program_uid, Some(30_000)))
+        .expect("change");
+    dp.recv_msg(&change_prog(b, sc.program_uid, None))
+        .expect("change");
+    let mut seen = Vec::new();
+    assert_eq!(dp.apply_agent_updates(|sid, x| seen.push((sid, x))), 1);
+    assert_eq!(seen[0].0, a);
+    assert_eq!(seen[0].1.cwnd_bytes, Some(30_000));
+    assert_eq!(seen[0].1.control, Control::Agent);
+    // Applied once: nothing left, and the next ACK runs the new program from that window.
+    assert_eq!(dp.apply_agent_updates(|_, _| panic!("applied twice")), 0);
+    let x = dp.invoke(a, &ack(30_000)).expect("invoke");
+    assert_eq!(x.control, Control::Agent);
+    assert_eq!(x.cwnd_bytes, Some(30_000));
+    let upd = update_field::Msg {
+        sid: b,
+        num_fields: 1,
+        fields: vec![(PReg::Implicit(4, Type::Num(None)), 55_000)],
+    };
+    dp.recv_msg(&serialize(&upd).expect("serialize"))
+        .expect("update");
+    seen.clear();
+    dp.apply_agent_updates(|sid, x| seen.push((sid, x)));
+    assert_eq!(seen.len(), 1);
+    assert_eq!((seen[0].0, seen[0].1.cwnd_bytes), (b, Some(55_000)));
+}
+
+#[test]
 fn bad_messages_get_typed_errors_and_flows_keep_running() {
     let (mut dp, _script, _clock) = setup();
     let (ins, sc) = install_msg(COUNTER);

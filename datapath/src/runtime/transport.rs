@@ -2,6 +2,7 @@
 //! sockets. Both are non-blocking: the datapath never waits on the agent.
 
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
@@ -41,6 +42,12 @@ pub trait Transport {
     fn send(&mut self, msg: &[u8]) -> Result<(), SendError>;
     /// Receives one message into `buf` without blocking; `Ok(None)` when none is waiting.
     fn try_recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>, RecvError>;
+
+    /// A file descriptor that becomes readable when an agent message waits, for datapaths
+    /// that sleep in `poll(2)` on several sources; `None` when there is none to wait on.
+    fn readiness_fd(&self) -> Option<RawFd> {
+        None
+    }
 }
 
 /// No agent at all: every send fails, nothing arrives. Flows run on the fallback rule.
@@ -186,6 +193,10 @@ impl Drop for UnixTransport {
 }
 
 impl Transport for UnixTransport {
+    fn readiness_fd(&self) -> Option<RawFd> {
+        Some(self.sock.as_raw_fd())
+    }
+
     fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
         match self.sock.send_to(msg, &self.agent_path) {
             Ok(_) => Ok(()),

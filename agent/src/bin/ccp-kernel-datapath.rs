@@ -1,0 +1,177 @@
+//! `ccp-kernel-datapath`: the eBPF kernel datapath (`ccp_datapath::kernel`) as a process, so
+//! `ccp-agent --ipc unix` drives real kernel TCP flows with no kernel module.
+//!
+//! ```text
+//! ccp-kernel-datapath [--name kernel] [--agent portus] [--alg <cca|selector>]
+//!                     [--stats-secs 10] [--latency-out FILE]
+//! ```
+//!
+//! It registers the BPF congestion control `ccp` (through a `struct_ops` link: it unregisters
+//! when this process exits, however it exits), binds `/tmp/ccp/<name>`, announces itself to the
+//! agent at `/tmp/ccp/<agent>` and then turns every ACK of every socket using `ccp` into a CCP
+//! invocation; the agent's windows and rates go back into the kernel. Sockets opt in with
+//! `setsockopt(TCP_CONGESTION, "ccp")`, or through `ccp-agent`'s `iw.kernel_cgroup` with
+//! `kernel_cca = "ccp"`. When the agent dies or stalls, each flow falls back to the in-kernel
+//! Reno after 500 ms, and the agent takes the flows back when it returns.
+//!
+//! SIGTERM or SIGINT stops it after a summary line (records, flows, control writes, and the
+//! control loop's p50/p99: ACK in the kernel to the agent's answer written back). Needs root
+//! (or `CAP_BPF` + `CAP_NET_ADMIN`); exit status 2 when BPF is not available, with the reason.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ccp_datapath::kernel::{KernelBridge, KernelDatapath};
+use ccp_datapath::runtime::{Datapath, DatapathConfig, MonotonicClock, UnixTransport};
+use clap::Parser;
+use tracing::{info, warn};
+
+/// The kernel datapath: BPF `ccp` congestion control driven by a CCP agent over unix sockets.
+#[derive(Debug, Parser)]
+#[command(name = "ccp-kernel-datapath", version)]
+struct Cli {
+    /// Unix socket name of this datapath: `/tmp/ccp/<name>`.
+    #[arg(long, default_value = "kernel")]
+    name: String,
+    /// The agent's socket name: `/tmp/ccp/<agent>` (`ccp-agent --name`).
+    #[arg(long, default_value = "portus")]
+    agent: String,
+    /// Algorithm asked for on every new flow; the agent's `--alg` when not given.
+    #[arg(long)]
+    alg: Option<String>,
+    /// Seconds between statistics lines in the log (0: none).
+    #[arg(long, default_value_t = 10)]
+    stats_secs: u64,
+    /// Writes every control-loop sample (ns, one per line) here at exit.
+    #[arg(long)]
+    latency_out: Option<PathBuf>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_stop_handlers() -> std::io::Result<()> {
+    let handler: extern "C" fn(libc::c_int) = on_stop;
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe); `signal` with a
+        // valid function pointer has no other preconditions.
+        let previous = unsafe { libc::signal(signal, handler as libc::sighandler_t) };
+        if previous == libc::SIG_ERR {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// p-th percentile (0..=100) of sorted samples.
+fn percentile(sorted: &[u64], p: usize) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[(sorted.len() - 1) * p / 100]
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    let kernel = match KernelDatapath::load() {
+        Ok(k) => k,
+        Err(e) => {
+            let why = if e.is_unavailable() {
+                "BPF struct_ops congestion control is not available here"
+            } else {
+                "cannot load the BPF datapath"
+            };
+            eprintln!("ccp-kernel-datapath: {why}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let transport = match UnixTransport::bind(&cli.name, &cli.agent) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("ccp-kernel-datapath: binding /tmp/ccp/{}: {e}", cli.name);
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = install_stop_handlers() {
+        eprintln!("ccp-kernel-datapath: cannot install the signal handlers: {e}");
+        return ExitCode::from(1);
+    }
+    let runtime = Datapath::new(DatapathConfig::default(), transport, MonotonicClock::new());
+    let mut bridge = KernelBridge::new(kernel, runtime, cli.alg.clone());
+    info!(name = %cli.name, agent = %cli.agent, alg = ?cli.alg, "kernel datapath running: \
+        sockets using `ccp` are driven by the agent");
+
+    let mut latencies: Vec<u64> = Vec::new();
+    let every = Duration::from_secs(cli.stats_secs);
+    let mut next_stats = Instant::now() + every;
+    let mut result = Ok(());
+    while !STOP.load(Ordering::SeqCst) {
+        if let Err(e) = bridge.step(Duration::from_millis(50)) {
+            result = Err(e);
+            break;
+        }
+        latencies.append(&mut bridge.take_loop_latencies());
+        if cli.stats_secs > 0 && Instant::now() >= next_stats {
+            next_stats += every;
+            let s = bridge.stats();
+            info!(
+                acks = s.acks,
+                flows = s.flows_created,
+                open = bridge.runtime.connection_count(),
+                writes = s.control_writes,
+                fallback = bridge.runtime.in_fallback(),
+                "stats"
+            );
+        }
+    }
+    latencies.append(&mut bridge.take_loop_latencies());
+    latencies.sort_unstable();
+    let s = bridge.stats();
+    let k = bridge.kernel.stats().ok();
+    info!(
+        records = s.records,
+        acks = s.acks,
+        flows = s.flows_created,
+        control_writes = s.control_writes,
+        agent_writes = s.agent_writes,
+        user_acks = k.map_or(0, |k| k.user_acks),
+        fallback_acks = k.map_or(0, |k| k.fallback_acks),
+        records_dropped = k.map_or(0, |k| k.records_dropped),
+        loop_samples = latencies.len(),
+        loop_p50_us = percentile(&latencies, 50) as f64 / 1e3,
+        loop_p99_us = percentile(&latencies, 99) as f64 / 1e3,
+        per_ack_ns = s.busy_ns / s.acks.max(1),
+        "stopped"
+    );
+    if let Some(path) = &cli.latency_out {
+        let text = latencies.iter().fold(String::new(), |mut out, v| {
+            out.push_str(&v.to_string());
+            out.push('\n');
+            out
+        });
+        if let Err(e) = std::fs::write(path, text) {
+            warn!(path = %path.display(), error = %e, "cannot write the latency samples");
+        }
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ccp-kernel-datapath: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
