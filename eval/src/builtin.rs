@@ -13,6 +13,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ("dynamic", include_str!("../scenarios/dynamic.toml")),
     ("calibrate", include_str!("../scenarios/calibrate.toml")),
     (
+        "kernel-calibrate",
+        include_str!("../scenarios/kernel-calibrate.toml"),
+    ),
+    (
         "antelope-train",
         include_str!("../scenarios/antelope-train.toml"),
     ),

@@ -10,6 +10,7 @@ use ccp_algorithms::{
     RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
 };
 use ccp_datapath::agent::{AIMD_NAME, Aimd};
+use ccp_datapath::runtime::transport::AgentChannels;
 use ccp_datapath::sim::{LockstepAgent, Scheme};
 
 use crate::selectors::{self, RunSelectors};
@@ -146,6 +147,31 @@ pub fn agent() -> (LockstepAgent, RunSelectors) {
             .run()
     });
     (agent, state)
+}
+
+/// A portus agent with every CCP algorithm and the selector schemes registered, in its own
+/// thread, over portus's channel IPC: for a datapath in this process that runs in real time
+/// (the kernel datapath of `run --datapath kernel`). Returns its handle and the run's selector
+/// state.
+pub fn spawn_channel_agent(
+    channels: AgentChannels,
+) -> portus::Result<(portus::CCPHandle, RunSelectors)> {
+    let (s, state) = selectors::build();
+    let sock = portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(
+        channels.to_datapath,
+        channels.from_datapath,
+    );
+    let handle = with_every_algorithm!(portus::RunBuilder::new(portus::ipc::BackendBuilder {
+        sock
+    }))
+    .additional_alg(s.rein)
+    .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
+    .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
+    .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
+    .additional_alg(s.explore)
+    .spawn_thread()
+    .run()?;
+    Ok((handle, state))
 }
 
 /// Runs a portus agent with every CCP algorithm over unix sockets, bound to

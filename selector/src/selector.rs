@@ -338,6 +338,15 @@ impl<I: Ipc> SelectorFlow<I> {
         self.current = to;
         let (installed_cwnd_bytes, installed_rate) = self.install(to, &control, Some(&handoff));
         self.log.swaps.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            sock = self.sock_id,
+            from = self.names.get(from).copied().unwrap_or("?"),
+            to = self.names.get(to).copied().unwrap_or("?"),
+            cwnd_bytes = handoff.cwnd_bytes,
+            installed_cwnd_bytes,
+            srtt_us = handoff.srtt_us,
+            "swap"
+        );
         self.log.push(Event {
             sock_id: self.sock_id,
             time_us: now_us,
