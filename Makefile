@@ -61,9 +61,10 @@ run: deps venv models
 demo: deps
 	$(CARGO) run --release -q -p ccp-eval -- demo
 
-# `ccp-agent/kernel` enables `ccp-datapath/kernel` too (the agent's `iw.kernel_cgroup`); both are
+# `ccp-agent/kernel` and `ccp-eval/kernel` enable `ccp-datapath/kernel` too (the agent's
+# `iw.kernel_cgroup` and `ccp-kernel-datapath`, the harness's `run --datapath kernel`); all are
 # named so each crate's kernel code is built and tested.
-KERNEL_FEATURES := --features ccp-datapath/kernel,ccp-agent/kernel
+KERNEL_FEATURES := --features ccp-datapath/kernel,ccp-agent/kernel,ccp-eval/kernel
 
 test: deps venv
 	$(CARGO) fmt --all --check

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use ccp_eval::report::{self, ReportInput};
 use ccp_eval::results::{self, FlowRow, SeriesRow, SwapRow};
-use ccp_eval::runner::{self, RunOptions};
+use ccp_eval::runner::{self, DatapathKind, RunOptions};
 use ccp_eval::scenario::Scenario;
 use ccp_eval::{builtin, schemes, training};
 use clap::{Parser, Subcommand};
@@ -55,6 +55,11 @@ enum Command {
         /// With --realtime: the agent's socket name under /tmp/ccp.
         #[arg(long, default_value = "portus")]
         agent: String,
+        /// Where flows run: `sim` (the simulator) or `kernel` (real kernel TCP through the
+        /// network-namespace testbed, in real time, one run at a time; needs root and a build
+        /// with `--features kernel`).
+        #[arg(long, value_enum, default_value = "sim")]
+        datapath: DatapathArg,
     },
     /// Run a portus agent with every CCP algorithm over unix sockets (/tmp/ccp/<name>) until
     /// stopped: the external agent for `run --realtime`.
@@ -98,6 +103,15 @@ enum Command {
     },
 }
 
+/// `run --datapath`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum DatapathArg {
+    /// The simulator.
+    Sim,
+    /// Real kernel TCP through the network-namespace testbed.
+    Kernel,
+}
+
 fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -124,6 +138,7 @@ fn main() -> ExitCode {
             schemes,
             realtime,
             agent,
+            datapath,
         } => {
             let opts = RunOptions {
                 jobs,
@@ -132,6 +147,10 @@ fn main() -> ExitCode {
                 schemes,
                 progress: true,
                 realtime_agent: realtime.then_some(agent),
+                datapath: match datapath {
+                    DatapathArg::Sim => DatapathKind::Sim,
+                    DatapathArg::Kernel => DatapathKind::Kernel,
+                },
             };
             run(&scenario, &out, shard.as_deref(), opts)
         }

@@ -128,12 +128,15 @@ fn main() -> ExitCode {
         if cli.stats_secs > 0 && Instant::now() >= next_stats {
             next_stats += every;
             let s = bridge.stats();
+            let k = bridge.kernel.stats().unwrap_or_default();
             info!(
                 acks = s.acks,
                 flows = s.flows_created,
                 open = bridge.runtime.connection_count(),
                 writes = s.control_writes,
-                fallback = bridge.runtime.in_fallback(),
+                user_acks = k.user_acks,
+                fallback_acks = k.fallback_acks,
+                agent_gone = bridge.runtime.in_fallback(),
                 "stats"
             );
         }

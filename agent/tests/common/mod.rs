@@ -1,4 +1,5 @@
-//! The `ccp-agent` binary as a child process of a test: spawn, signal, watch its log.
+//! A binary of this crate (`ccp-agent`, `ccp-kernel-datapath`) as a child process of a test:
+//! spawn, signal, watch its log.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,9 +19,23 @@ pub(crate) struct Agent {
 impl Agent {
     /// Starts `ccp-agent --ipc unix --alg <alg> --name <name> --config <config>`.
     pub(crate) fn spawn(alg: &str, config: &Path, name: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
-            .args(["--ipc", "unix", "--alg", alg, "--name", name, "--config"])
-            .arg(config)
+        let config = config.to_string_lossy();
+        Self::spawn_program(
+            Path::new(env!("CARGO_BIN_EXE_ccp-agent")),
+            &[
+                "--ipc", "unix", "--alg", alg, "--name", name, "--config", &config,
+            ],
+            name,
+            "agent",
+        )
+    }
+
+    /// Starts `program` with `args`; it binds `/tmp/ccp/<sock_name>` (removed on drop). Its
+    /// stderr lines are echoed with `tag` and collected.
+    #[allow(dead_code)]
+    pub(crate) fn spawn_program(program: &Path, args: &[&str], sock_name: &str, tag: &str) -> Self {
+        let mut child = Command::new(program)
+            .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -29,16 +44,17 @@ impl Agent {
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let lines = stderr.clone();
         let pipe = child.stderr.take().unwrap();
+        let tag = tag.to_string();
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                eprintln!("agent: {line}");
+                eprintln!("{tag}: {line}");
                 lines.lock().unwrap().push(line);
             }
         });
         Self {
             child,
             stderr,
-            sock: Path::new("/tmp/ccp").join(name),
+            sock: Path::new("/tmp/ccp").join(sock_name),
         }
     }
 

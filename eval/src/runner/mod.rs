@@ -4,6 +4,11 @@
 //! A run that fails or panics becomes rows with status `failed: <why>`; the others go on.
 //! `--shard I/N` keeps the jobs whose index is I modulo N, so N machines can split a scenario
 //! and `ccp-eval report` merges their directories.
+//!
+//! # Kernel mode
+//! With [`DatapathKind::Kernel`] (`run --datapath kernel`; cargo feature `kernel`, Linux,
+//! root) each run is real kernel TCP through the network-namespace testbed instead of a
+//! simulation, one run at a time; `kernel` (the submodule) says what is measured differently.
 
 use std::io::IsTerminal;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -21,6 +26,9 @@ use crate::results::{FlowRow, SeriesRow, SwapRow};
 use crate::scenario::{Buffer, Condition, FlowGroup, RateSource, Scenario};
 use crate::selectors;
 use crate::{schemes, traces};
+
+#[cfg(feature = "kernel")]
+pub mod kernel;
 
 const MSS_BYTES: u32 = 1448;
 const INIT_CWND_PKTS: u32 = 10;
@@ -43,6 +51,19 @@ pub struct RunOptions {
     /// Real time: pace runs to the wall clock and use the external agent bound to
     /// `/tmp/ccp/<name>` instead of a lock-step one (results then depend on scheduling).
     pub realtime_agent: Option<String>,
+    /// Where the flows run.
+    pub datapath: DatapathKind,
+}
+
+/// Where a run's flows run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// The simulator (deterministic, faster than real time).
+    #[default]
+    Sim,
+    /// Real kernel TCP through the network-namespace testbed, one run at a time in real time
+    /// (cargo feature `kernel`, Linux, root; see the module docs).
+    Kernel,
 }
 
 /// The scenario cannot be run as asked.
@@ -54,6 +75,9 @@ pub enum RunError {
     /// A learned selector without usable models.
     #[error("{0}: {1}")]
     Models(String, String),
+    /// `--datapath kernel` in a build without the `kernel` feature.
+    #[error("--datapath kernel needs a ccp-eval built with `--features kernel`")]
+    NoKernel,
     /// A malformed shard.
     #[error("bad shard {0}/{1}: need 0 <= I < N")]
     BadShard(usize, usize),
@@ -106,6 +130,9 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
             return Err(RunError::Models(s.clone(), e));
         }
     }
+    if opts.datapath == DatapathKind::Kernel && cfg!(not(feature = "kernel")) {
+        return Err(RunError::NoKernel);
+    }
     if let Some((k, n)) = opts.shard
         && (n == 0 || k >= n)
     {
@@ -136,7 +163,10 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
 
 /// Runs the jobs on worker threads; results come back in plan order.
 pub fn run(scenario: &Scenario, jobs: &[Job], opts: &RunOptions) -> RunOutput {
-    let workers = if opts.jobs == 0 {
+    // Kernel runs share one testbed machine and run in real time: one at a time.
+    let workers = if opts.datapath == DatapathKind::Kernel {
+        1
+    } else if opts.jobs == 0 {
         std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
     } else {
         opts.jobs
@@ -201,7 +231,13 @@ struct JobOutput {
 /// Runs one job; a failure or panic becomes failed rows.
 fn run_job(scenario: &Scenario, job: &Job, opts: &RunOptions) -> JobOutput {
     let cond = &scenario.conditions[job.condition];
-    let attempt = catch_unwind(AssertUnwindSafe(|| simulate(scenario, cond, job, opts)));
+    let attempt = catch_unwind(AssertUnwindSafe(|| match opts.datapath {
+        DatapathKind::Sim => simulate(scenario, cond, job, opts),
+        #[cfg(feature = "kernel")]
+        DatapathKind::Kernel => kernel::execute(scenario, cond, job),
+        #[cfg(not(feature = "kernel"))]
+        DatapathKind::Kernel => Err(RunError::NoKernel.to_string()),
+    }));
     let err = match attempt {
         Ok(Ok(out)) => return out,
         Ok(Err(e)) => e,
