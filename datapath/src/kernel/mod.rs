@@ -43,14 +43,14 @@
 //! - IPv6 prefixes in the IW table (IPv4-mapped peers are covered). (`ccp-agent`'s
 //!   `iw.kernel_cgroup`, feature `kernel`, publishes its IW table through [`SockOps`]; the API
 //!   takes plain ranges so this crate does not depend on `iw-controller`.)
-//! - The network-namespace testbed (veth, tbf/htb, our delay/loss relay) and
-//!   `ccp-eval --datapath kernel`.
+//! - `ccp-eval --datapath kernel` on the network-namespace testbed ([`testbed`]).
 //! - Calibration of the simulator against the kernel, and the control-loop / CPU benchmarks.
 
 mod bridge;
 pub mod record;
 pub mod sockops;
 pub mod tcp;
+pub mod testbed;
 
 use std::cell::RefCell;
 use std::os::fd::RawFd;
