@@ -133,6 +133,11 @@ fn agent_drives_a_real_flow_and_the_flow_survives_its_death() {
 
     assert_eq!(flow.cca, "ccp");
     assert!(flow.completed, "the flow did not run its 8 s: {flow:?}");
+    assert_eq!(
+        field(&summary, "flows"),
+        1,
+        "one connection, one flow: {summary}"
+    );
     // Under the agent: the kernel applied user-space windows on nearly every ACK.
     let (user, fallback) = (
         field(&summary, "user_acks"),

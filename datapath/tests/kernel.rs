@@ -312,6 +312,10 @@ fn aimd_agent_drives_a_kernel_flow() {
         counters.updates.load(Ordering::Relaxed),
     );
     assert!(counters.reports.load(Ordering::Relaxed) >= 20);
+    assert_eq!(
+        stats.flows_created, 1,
+        "one connection must be one flow (the SYN-ACK's ACK comes before `init`)"
+    );
     assert!(stats.control_writes > 0, "the bridge never wrote a window");
     assert!(
         kstats.user_acks > 0,

@@ -119,11 +119,12 @@ impl BridgeThread {
 }
 
 /// The kernel congestion control for a scheme, and the CCP algorithm the agent runs for it.
-fn kernel_cca(scheme: &Scheme) -> (String, Option<String>) {
+fn kernel_cca(scheme: &Scheme) -> Result<(String, Option<String>), String> {
     match scheme {
-        Scheme::Reno => ("reno".into(), None),
-        Scheme::Cubic => ("cubic".into(), None),
-        Scheme::Ccp { alg } => (ccp_datapath::kernel::CCA_NAME.into(), Some(alg.clone())),
+        Scheme::Reno => Ok(("reno".into(), None)),
+        Scheme::Cubic => Ok(("cubic".into(), None)),
+        Scheme::Ccp { alg } => Ok((ccp_datapath::kernel::CCA_NAME.into(), Some(alg.clone()))),
+        Scheme::Fixed { .. } => Err("a fixed window has no kernel congestion control".into()),
     }
 }
 
@@ -217,7 +218,7 @@ pub(super) fn execute(
         if spec.on_off_ns.is_some() {
             return Err("on/off flows are not supported with --datapath kernel".into());
         }
-        let (cca, alg) = kernel_cca(&spec.scheme);
+        let (cca, alg) = kernel_cca(&spec.scheme)?;
         if let Some(a) = alg {
             match &ccp_alg {
                 Some(b) if *b != a => {

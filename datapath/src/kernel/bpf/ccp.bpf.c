@@ -233,6 +233,8 @@ void BPF_PROG(ccp_release, struct sock *sk)
 {
 	__u32 id = ca_of(sk)->flow_id;
 
+	if (id == 0)
+		return; /* closed before `init` ran: user space never saw it */
 	emit_simple(sk, CCP_REC_RELEASE);
 	bpf_map_delete_elem(&controls, &id);
 }
@@ -252,6 +254,13 @@ void BPF_PROG(ccp_cong_control, struct sock *sk, __u32 ack, int flag, const stru
 	struct ccp_record *r;
 	int fallback = 1;
 
+	if (id == 0) {
+		/* The ACK of a SYN-ACK is processed before `init` runs (tcp_rcv_synsent_state_process
+		 * calls tcp_ack before tcp_finish_connect): the flow has no id yet. Nothing to report;
+		 * the window is the initial one. */
+		ca->prev_bytes_acked = bytes_acked;
+		return;
+	}
 	ctl = bpf_map_lookup_elem(&controls, &id);
 	if (ctl && now - ctl->updated_ns < FALLBACK_TIMEOUT_NS && mss > 0) {
 		__u32 cwnd_bytes = ctl->cwnd_bytes;
