@@ -8,12 +8,15 @@ use ccp_datapath::agent::Aimd;
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
     FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
+    WIRE_OVERHEAD_BYTES,
 };
 
 const MS: u64 = 1_000_000;
 const MSS: u32 = 1448;
 /// Bytes a 1448-byte segment occupies on the link.
 const SEG: f64 = MSS as f64;
+/// A segment on the wire: payload and headers (the link serializes and queues whole frames).
+const WIRE: f64 = SEG + WIRE_OVERHEAD_BYTES as f64;
 
 fn config(bps: u64, buffer_bytes: u64, loss: f64, flows: Vec<FlowSpec>, secs: u64) -> SimConfig {
     SimConfig {
@@ -49,7 +52,7 @@ fn jain(xs: &[f64]) -> f64 {
 #[test]
 fn fixed_window_gets_min_of_window_over_rtt_and_capacity() {
     // 10 Mbit/s, 2 * 20 ms propagation: BDP = 50 kB = 34.5 segments.
-    for (pkts, expect_bps) in [(10u32, 10.0 * SEG * 8.0 / 0.040), (100, 10e6)] {
+    for (pkts, expect_bps) in [(10u32, 10.0 * SEG * 8.0 / 0.040), (100, 10e6 * SEG / WIRE)] {
         let flow = FlowSpec::bulk(
             Scheme::Fixed {
                 cwnd_bytes: pkts * MSS,
@@ -71,8 +74,8 @@ fn fixed_window_gets_min_of_window_over_rtt_and_capacity() {
 
 #[test]
 fn a_standing_queue_delays_by_queue_over_capacity() {
-    // Window = BDP + 40 segments: 40 segments stand in the queue: 40 * 1448 * 8 / 10 Mbit/s.
-    let bdp_pkts = (10e6 * 0.040 / 8.0 / SEG).round() as u32;
+    // Window = BDP + 40 segments: 40 frames stand in the queue: 40 * 1514 * 8 / 10 Mbit/s.
+    let bdp_pkts = (10e6 * 0.040 / 8.0 / WIRE).round() as u32;
     let flow = FlowSpec::bulk(
         Scheme::Fixed {
             cwnd_bytes: (bdp_pkts + 40) * MSS,
@@ -81,7 +84,7 @@ fn a_standing_queue_delays_by_queue_over_capacity() {
     );
     let r = run(config(10_000_000, 10_000_000, 0.0, vec![flow], 10));
     let f = &r.flows[0];
-    let expect_us = 40.0 * SEG * 8.0 / 10e6 * 1e6;
+    let expect_us = 40.0 * WIRE * 8.0 / 10e6 * 1e6;
     let got = f.mean_queue_delay_us();
     let err = (got - expect_us).abs() / expect_us;
     println!("standing queue of 40 segments: {got:.0} µs queueing, theory {expect_us:.0} µs");

@@ -147,6 +147,13 @@ impl LinkRate {
     }
 }
 
+/// Bytes a segment occupies on the wire beyond its payload: IPv4 (20) + TCP with timestamps
+/// (32) + Ethernet header (14). A constant-rate link serializes, and a buffer holds, the whole
+/// frame, as the kernel's `htb`/`bfifo` do (`docs/calibration.md`): a 10 Mbit/s link carries
+/// at most 10 * 1448 / 1514 = 9.56 Mbit/s of TCP payload. A trace opportunity carries one
+/// full-size packet whatever its size (mahimahi's rule).
+pub const WIRE_OVERHEAD_BYTES: u32 = 66;
+
 /// A packet as the link sees it: who sent it and how big it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkPacket {
@@ -154,7 +161,7 @@ pub struct LinkPacket {
     pub flow: usize,
     /// Packet number within the flow.
     pub pn: u64,
-    /// Size, bytes.
+    /// Size on the wire (payload and [`WIRE_OVERHEAD_BYTES`]), bytes.
     pub bytes: u32,
     /// When it entered the queue, ns.
     pub enqueued_ns: u64,

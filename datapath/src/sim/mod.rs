@@ -16,7 +16,7 @@ pub mod network;
 pub mod rng;
 pub mod tcp;
 
-pub use link::{LinkRate, Trace};
+pub use link::{LinkRate, Trace, WIRE_OVERHEAD_BYTES};
 pub use lockstep::LockstepAgent;
 pub use network::{
     FlowResult, FlowSpec, LinkSpec, PathChange, Sample, Scheme, SimConfig, SimError, SimResult,

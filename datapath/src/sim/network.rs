@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use super::cubic::BuiltinCubic;
-use super::link::{Admit, Bottleneck, LinkPacket, LinkRate};
+use super::link::{Admit, Bottleneck, LinkPacket, LinkRate, WIRE_OVERHEAD_BYTES};
 use super::lockstep::{LockstepAgent, LockstepError};
 use super::rng::Rng;
 use super::tcp::Sender;
@@ -554,7 +554,7 @@ impl Simulation {
                     let p = LinkPacket {
                         flow: f,
                         pn,
-                        bytes,
+                        bytes: bytes + WIRE_OVERHEAD_BYTES,
                         enqueued_ns: self.now,
                     };
                     match self.link.offer(p, self.now) {
