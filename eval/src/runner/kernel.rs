@@ -201,20 +201,14 @@ fn as_flow_result(k: &KernelFlow, start_ns: u64, base_rtt_us: u32, sized: bool) 
     }
 }
 
-/// Runs one job on the testbed.
-pub(super) fn execute(
-    scenario: &Scenario,
-    cond: &Condition,
-    job: &Job,
-) -> Result<JobOutput, String> {
-    if cond.ack_aggregation_ms > 0.0 {
-        return Err("ACK aggregation is not emulated by the kernel testbed".into());
-    }
-    let flows = flow_specs(scenario, &job.scheme, 0);
+/// The testbed flows of a job and the one CCP algorithm they need (if any).
+fn plan_flows(
+    flows: &[(&'static str, String, ccp_datapath::sim::FlowSpec)],
+    duration: Duration,
+) -> Result<(Vec<KernelFlowSpec>, Option<String>), String> {
     let mut ccp_alg: Option<String> = None;
     let mut specs = Vec::with_capacity(flows.len());
-    let duration = Duration::from_secs_f64(scenario.duration_s);
-    for (_, name, spec) in &flows {
+    for (_, name, spec) in flows {
         if spec.on_off_ns.is_some() {
             return Err("on/off flows are not supported with --datapath kernel".into());
         }
@@ -245,16 +239,33 @@ pub(super) fn execute(
                 .with_timeout(left),
         );
     }
+    Ok((specs, ccp_alg))
+}
 
+/// What the testbed gave back for one job.
+struct Outcome {
+    flows: Vec<KernelFlow>,
+    swaps: Vec<crate::results::SwapRow>,
+}
+
+/// Builds the testbed, starts the agent and the bridge when a CCP algorithm is needed, runs the
+/// flows with the condition's phases, and takes everything down again.
+fn run_on_testbed(
+    scenario: &Scenario,
+    cond: &Condition,
+    job: &Job,
+    specs: &[KernelFlowSpec],
+    ccp_alg: Option<&str>,
+) -> Result<Outcome, String> {
     let link = testbed_link(cond);
     let testbed = Testbed::new(TestbedConfig::new(link.clone()).with_seed(job.seed))
         .map_err(|e| format!("testbed: {e}"))?;
-    let agent = match &ccp_alg {
+    let agent = match ccp_alg {
         Some(alg) => {
             let (transport, agent_end) = ChannelTransport::pair(None);
             let (handle, selectors) = schemes::spawn_channel_agent(agent_end)
                 .map_err(|e| format!("starting the agent: {e:?}"))?;
-            match BridgeThread::start(transport, alg.clone()) {
+            match BridgeThread::start(transport, alg.to_string()) {
                 Ok(bridge) => Some((handle, selectors, bridge)),
                 Err(e) => {
                     handle.kill();
@@ -266,7 +277,7 @@ pub(super) fn execute(
         None => None,
     };
 
-    let run = testbed.start(&specs).map_err(|e| format!("flows: {e}"));
+    let run = testbed.start(specs).map_err(|e| format!("flows: {e}"));
     let results = run.and_then(|run| {
         let mut current = link;
         let mut changes = path_changes(cond);
@@ -283,36 +294,48 @@ pub(super) fn execute(
         }
         run.wait().map_err(|e| format!("flows: {e}"))
     });
-    let (swaps, kstats) = match agent {
+    let swaps = match agent {
         Some((handle, selectors, bridge)) => {
             let stats = bridge.finish();
             handle.kill();
             let _ = handle.wait();
-            (swap_rows(&selectors, scenario, cond, job), Some(stats?))
+            let k = stats?;
+            let mut l = k.loop_ns;
+            l.sort_unstable();
+            let p = |q: usize| l.get(l.len().saturating_sub(1) * q / 100).copied().unwrap_or(0);
+            info!(condition = %cond.id, scheme = %job.scheme, acks = k.bridge.acks,
+                user_acks = k.kernel.user_acks, fallback_acks = k.kernel.fallback_acks,
+                loop_p50_us = p(50) as f64 / 1e3, loop_p99_us = p(99) as f64 / 1e3, "kernel run");
+            swap_rows(&selectors, scenario, cond, job)
         }
-        None => (Vec::new(), None),
+        None => Vec::new(),
     };
-    let results = results?;
-    drop(testbed);
-    if let Some(k) = &kstats {
-        let mut l = k.loop_ns.clone();
-        l.sort_unstable();
-        let p = |q: usize| {
-            l.get(l.len().saturating_sub(1) * q / 100)
-                .copied()
-                .unwrap_or(0)
-        };
-        info!(condition = %cond.id, scheme = %job.scheme, acks = k.bridge.acks,
-            user_acks = k.kernel.user_acks, fallback_acks = k.kernel.fallback_acks,
-            loop_p50_us = p(50) as f64 / 1e3, loop_p99_us = p(99) as f64 / 1e3, "kernel run");
+    Ok(Outcome {
+        flows: results?,
+        swaps,
+    })
+}
+
+/// Runs one job on the testbed.
+pub(super) fn execute(
+    scenario: &Scenario,
+    cond: &Condition,
+    job: &Job,
+) -> Result<JobOutput, String> {
+    if cond.ack_aggregation_ms > 0.0 {
+        return Err("ACK aggregation is not emulated by the kernel testbed".into());
     }
+    let flows = flow_specs(scenario, &job.scheme, 0);
+    let duration = Duration::from_secs_f64(scenario.duration_s);
+    let (specs, ccp_alg) = plan_flows(&flows, duration)?;
+    let outcome = run_on_testbed(scenario, cond, job, &specs, ccp_alg.as_deref())?;
 
     let duration_ns = duration.as_nanos() as u64;
     let base_rtt_us = (cond.rtt_ms * 1e3) as u32;
     let (_, capacity_bps) = link_for(cond);
     let sims: Vec<FlowResult> = flows
         .iter()
-        .zip(&results)
+        .zip(&outcome.flows)
         .map(|((_, _, spec), k)| {
             as_flow_result(k, spec.start_ns, base_rtt_us, spec.size_bytes.is_some())
         })
@@ -332,10 +355,9 @@ pub(super) fn execute(
         buffer_bytes: testbed_link(cond).buffer_bytes,
     };
     let mut out = JobOutput {
-        swaps,
+        swaps: outcome.swaps,
         ..JobOutput::default()
     };
-    let every_ns = scenario.series_interval_ms * 1_000_000;
     for (i, ((role, name, spec), r)) in flows.iter().zip(&sims).enumerate() {
         let capacity = mean_capacity_bps(
             cond,
@@ -346,37 +368,50 @@ pub(super) fn execute(
         let mut row = ctx.row(i, role, name, spec);
         fill_metrics(&mut row, r, duration_ns, capacity);
         out.rows.push(row);
-        if every_ns == 0 {
-            continue;
-        }
-        let mut last: Option<&Sample> = None;
-        for s in &r.series {
-            if let Some(l) = last
-                && s.t_ns < l.t_ns + every_ns
-            {
-                continue;
-            }
-            let tput = last.map_or(0.0, |l| {
-                let dt = s.t_ns.saturating_sub(l.t_ns);
-                if dt == 0 {
-                    0.0
-                } else {
-                    s.delivered_bytes.saturating_sub(l.delivered_bytes) as f64 * 8.0 / dt as f64
-                        * 1e3
-                }
-            });
-            out.series.push(SeriesRow {
-                scenario: scenario.name.clone(),
-                condition: cond.id.clone(),
-                scheme: job.scheme.clone(),
-                seed: job.seed,
-                flow: i,
-                t_s: s.t_ns as f64 / 1e9,
-                cwnd_pkts: f64::from(s.cwnd_bytes) / f64::from(spec.mss_bytes),
-                throughput_mbps: tput,
-            });
-            last = Some(s);
-        }
+        series_rows(&mut out.series, scenario, cond, job, i, spec.mss_bytes, &r.series);
     }
     Ok(out)
+}
+
+/// One series row per `series_interval_ms` of a flow's samples.
+fn series_rows(
+    out: &mut Vec<SeriesRow>,
+    scenario: &Scenario,
+    cond: &Condition,
+    job: &Job,
+    flow: usize,
+    mss_bytes: u32,
+    samples: &[Sample],
+) {
+    let every_ns = scenario.series_interval_ms * 1_000_000;
+    if every_ns == 0 {
+        return;
+    }
+    let mut last: Option<&Sample> = None;
+    for s in samples {
+        if let Some(l) = last
+            && s.t_ns < l.t_ns + every_ns
+        {
+            continue;
+        }
+        let tput = last.map_or(0.0, |l| {
+            let dt = s.t_ns.saturating_sub(l.t_ns);
+            if dt == 0 {
+                0.0
+            } else {
+                s.delivered_bytes.saturating_sub(l.delivered_bytes) as f64 * 8.0 / dt as f64 * 1e3
+            }
+        });
+        out.push(SeriesRow {
+            scenario: scenario.name.clone(),
+            condition: cond.id.clone(),
+            scheme: job.scheme.clone(),
+            seed: job.seed,
+            flow,
+            t_s: s.t_ns as f64 / 1e9,
+            cwnd_pkts: f64::from(s.cwnd_bytes) / f64::from(mss_bytes),
+            throughput_mbps: tput,
+        });
+        last = Some(s);
+    }
 }

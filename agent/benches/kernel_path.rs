@@ -1,0 +1,303 @@
+//! The kernel path, measured: control-loop latency and CPU per byte of the BPF datapath
+//! against the kernel's own Cubic, on real TCP through the network-namespace testbed.
+//!
+//! The built `ccp-agent --alg cubic` and `ccp-kernel-datapath` run as processes (the deployed
+//! topology, unix sockets between them); flows run through `ccp_datapath::kernel::testbed`.
+//! On each link, rounds alternate one flow with the kernel's `cubic` and one with `ccp`
+//! (driven by the agent's Cubic), each `SPAN` long, in the same run:
+//! - **CPU per byte**: busy CPU time of the whole machine (`/proc/stat`: everything but idle
+//!   and iowait, all cores: sender, receiver, relay, softirqs, BPF, bridge, agent) over the
+//!   payload bytes the receiver read. The `ccp` rounds also report the CPU of the two
+//!   user-space processes alone (`/proc/<pid>/stat`).
+//! - **Control loop**: `ccp-kernel-datapath --latency-out`: for each report the agent
+//!   answered, the time from the ACK in the BPF program (`bpf_ktime_get_ns`) to the write of
+//!   the answer into the kernel's control map (the window applies from the next ACK).
+//!
+//! Needs root, BPF `struct_ops` and network namespaces (says why and exits otherwise). Not
+//! criterion: each sample is seconds of real traffic. Run:
+//! `cargo bench -p ccp-agent --features kernel --bench kernel_path` (under
+//! `cargo test --benches` a short smoke version runs).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ccp_datapath::kernel::testbed::{
+    Bandwidth, FlowSpec, LinkConfig, Testbed, TestbedConfig, TestbedError,
+};
+
+type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// A child process bound to `/tmp/ccp/<name>`; killed on drop.
+struct Proc(Child, PathBuf);
+
+impl Proc {
+    fn spawn(program: &str, args: &[&str], sock: &str) -> BoxResult<Self> {
+        let child = Command::new(program)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let sock = Path::new("/tmp/ccp").join(sock);
+        let mut me = Self(child, sock);
+        let start = Instant::now();
+        while !me.1.exists() {
+            if let Some(status) = me.0.try_wait()? {
+                return Err(format!("{program} exited with {status}").into());
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err(format!("{program} never bound {}", me.1.display()).into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(me)
+    }
+
+    /// User + system CPU time of the process so far, seconds.
+    fn cpu_s(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id()))
+            .unwrap_or_default();
+        // Fields after the parenthesized command name: utime is the 12th, stime the 13th.
+        let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<u64> = after
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+        ticks as f64 / clock_ticks()
+    }
+
+    fn terminate(mut self) -> BoxResult<()> {
+        let pid = libc::pid_t::try_from(self.0.id())?;
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let start = Instant::now();
+        while self.0.try_wait()?.is_none() {
+            if start.elapsed() > Duration::from_secs(5) {
+                return Err("process did not stop on SIGTERM".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.1);
+    }
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+/// Busy CPU time of the whole machine so far (all cores), seconds.
+fn machine_busy_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().next() else {
+        return 0.0;
+    };
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest is inside user).
+    let busy: u64 = f
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    busy as f64 / clock_ticks()
+}
+
+struct Sample {
+    mbps: f64,
+    cpu_ns_per_byte: f64,
+    procs_ns_per_byte: f64,
+}
+
+fn one_flow(
+    testbed: &Testbed,
+    cca: &str,
+    span: Duration,
+    procs: &[&Proc],
+) -> BoxResult<Sample> {
+    let busy0 = machine_busy_s();
+    let procs0: f64 = procs.iter().map(|p| p.cpu_s()).sum();
+    let flows = testbed.run(&[FlowSpec::timed(cca, span)])?;
+    let busy = machine_busy_s() - busy0;
+    let procs_cpu: f64 = procs.iter().map(|p| p.cpu_s()).sum::<f64>() - procs0;
+    let f = &flows[0];
+    if f.cca != cca {
+        return Err(format!("the flow ran {} instead of {cca}", f.cca).into());
+    }
+    let bytes = f.bytes_received.max(1) as f64;
+    Ok(Sample {
+        mbps: f.goodput_bps / 1e6,
+        cpu_ns_per_byte: busy * 1e9 / bytes,
+        procs_ns_per_byte: procs_cpu * 1e9 / bytes,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn percentile(sorted: &[u64], p: usize) -> f64 {
+    sorted
+        .get(sorted.len().saturating_sub(1) * p / 100)
+        .map_or(0.0, |&v| v as f64 / 1e3)
+}
+
+fn bench_link(label: &str, link: LinkConfig, rounds: usize, span: Duration) -> BoxResult<()> {
+    let testbed = match Testbed::new(TestbedConfig::new(link)) {
+        Ok(t) => t,
+        Err(e) if e.is_unavailable() => return Err(Box::new(e)),
+        Err(e) => return Err(format!("testbed: {e}").into()),
+    };
+    let pid = std::process::id();
+    let agent_name = format!("kbench-agent-{pid}");
+    let dp_name = format!("kbench-dp-{pid}");
+    let config = std::env::temp_dir().join(format!("kbench-{pid}.toml"));
+    std::fs::write(&config, "")?;
+    let latency = std::env::temp_dir().join(format!("kbench-{pid}-{label}.lat"));
+    let agent = Proc::spawn(
+        env!("CARGO_BIN_EXE_ccp-agent"),
+        &[
+            "--ipc",
+            "unix",
+            "--alg",
+            "cubic",
+            "--name",
+            &agent_name,
+            "--config",
+            &config.to_string_lossy(),
+        ],
+        &agent_name,
+    )?;
+    let dp = Proc::spawn(
+        env!("CARGO_BIN_EXE_ccp-kernel-datapath"),
+        &[
+            "--name",
+            &dp_name,
+            "--agent",
+            &agent_name,
+            "--stats-secs",
+            "0",
+            "--latency-out",
+            &latency.to_string_lossy(),
+        ],
+        &dp_name,
+    )?;
+    // The agent installs its programs on the datapath's READY.
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut native, mut ccp) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let order: [&str; 2] = if round % 2 == 0 {
+            ["cubic", "ccp"]
+        } else {
+            ["ccp", "cubic"]
+        };
+        for cca in order {
+            let s = if cca == "ccp" {
+                one_flow(&testbed, cca, span, &[&agent, &dp])?
+            } else {
+                one_flow(&testbed, cca, span, &[])?
+            };
+            println!(
+                "  {label} round {round} {cca:5}: {:7.1} Mbit/s, {:6.2} ns CPU per byte{}",
+                s.mbps,
+                s.cpu_ns_per_byte,
+                if cca == "ccp" {
+                    format!(
+                        " (agent + datapath processes {:.2} ns/byte)",
+                        s.procs_ns_per_byte
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            if cca == "ccp" {
+                ccp.push(s);
+            } else {
+                native.push(s);
+            }
+        }
+    }
+    dp.terminate()?;
+    drop(agent);
+    let mut loop_ns: Vec<u64> = std::fs::read_to_string(&latency)?
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .collect();
+    loop_ns.sort_unstable();
+    let _ = std::fs::remove_file(&latency);
+    let _ = std::fs::remove_file(&config);
+    let med = |v: &[Sample], f: fn(&Sample) -> f64| median(v.iter().map(f).collect());
+    let (n_cpu, c_cpu) = (
+        med(&native, |s| s.cpu_ns_per_byte),
+        med(&ccp, |s| s.cpu_ns_per_byte),
+    );
+    println!(
+        "{label}: median of {rounds}: cubic {:.1} Mbit/s {n_cpu:.2} ns/byte; ccp {:.1} Mbit/s \
+         {c_cpu:.2} ns/byte (x{:.3}; agent + datapath processes {:.2} ns/byte); control loop \
+         {} samples p50 {:.1} µs p99 {:.1} µs",
+        med(&native, |s| s.mbps),
+        med(&ccp, |s| s.mbps),
+        c_cpu / n_cpu.max(f64::MIN_POSITIVE),
+        med(&ccp, |s| s.procs_ns_per_byte),
+        loop_ns.len(),
+        percentile(&loop_ns, 50),
+        percentile(&loop_ns, 99),
+    );
+    Ok(())
+}
+
+fn main() -> BoxResult<()> {
+    let full = std::env::args().any(|a| a == "--bench");
+    let (rounds, span) = if full {
+        (5, Duration::from_secs(8))
+    } else {
+        (1, Duration::from_millis(500))
+    };
+    let links = [
+        (
+            "100M-20ms",
+            LinkConfig::constant(100_000_000, Duration::from_millis(20)),
+        ),
+        (
+            "unshaped-2ms",
+            LinkConfig::new(Bandwidth::Unlimited, Duration::from_millis(2)),
+        ),
+    ];
+    println!("kernel path: {rounds} round(s) of {span:?} per scheme and link");
+    for (label, link) in links {
+        match bench_link(label, link, rounds, span) {
+            Ok(()) => {}
+            Err(e) => {
+                if let Some(t) = e.downcast_ref::<TestbedError>()
+                    && t.is_unavailable()
+                {
+                    println!("kernel path: skipped: no network namespaces here ({t})");
+                    return Ok(());
+                }
+                if e.to_string().contains("exited with exit status: 2") {
+                    println!("kernel path: skipped: ccp-kernel-datapath cannot load BPF here");
+                    return Ok(());
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
