@@ -7,7 +7,7 @@
 //!  snd0 10.77.0.1 ==veth== rtr-snd [relay] rtr-rcv(htb+bfifo) ==veth== rcv0 10.77.0.2
 //! ```
 //! Namespaces are named `ccptb-<pid>-<n>-{snd,rtr,rcv}` (`<pid>` is the creating process, `<n>`
-//! counts testbeds within it). The router has no addresses: our relay ([`relay`]) moves
+//! counts testbeds within it). The router has no addresses: our relay (`relay.rs`) moves
 //! Ethernet frames between its two interfaces through `AF_PACKET` sockets, so sender and
 //! receiver share one /24 and reach each other with static neighbour entries (no ARP).
 //!
@@ -708,6 +708,14 @@ pub fn creator_pid(name: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_testbed_can_be_shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Testbed>();
+        send_sync::<Run>();
+        send_sync::<FlowSpec>();
+    }
 
     #[test]
     fn creator_pid_reads_only_testbed_names() {
