@@ -149,22 +149,21 @@ fn random_loss_drops_one_percent_of_data_frames() {
 }
 
 #[test]
-fn set_link_changes_the_rate_mid_flow() {
+fn set_link_changes_rate_and_delay_mid_flow() {
     let _turn = turn();
     let fast = LinkConfig::constant(20_000_000, ms(20));
-    let slow = LinkConfig::constant(5_000_000, ms(20));
+    let slow = LinkConfig::constant(5_000_000, ms(60));
     let Some(tb) = testbed_or_skip("set_link", TestbedConfig::new(fast)) else {
         return;
     };
-    let run = tb
-        .start(&[FlowSpec::timed("cubic", Duration::from_secs(5))])
-        .unwrap();
-    std::thread::sleep(
-        (run.started() + ms(2_500)).saturating_duration_since(std::time::Instant::now()),
-    );
-    tb.set_link(slow.clone()).unwrap();
+    let f = tb
+        .run_with_changes(
+            &[FlowSpec::timed("cubic", Duration::from_secs(5))],
+            &[(ms(2_500), slow.clone())],
+        )
+        .unwrap()
+        .remove(0);
     assert_eq!(tb.link(), slow);
-    let f = run.wait().unwrap().remove(0);
     let before = f.goodput_between(ms(1_000), ms(2_500)).unwrap();
     let after = f.goodput_between(ms(3_500), ms(5_000)).unwrap();
     println!(
@@ -184,6 +183,27 @@ fn set_link_changes_the_rate_mid_flow() {
         5.0 * PAYLOAD_PER_FRAME,
         0.15,
     );
+    // The longer path shows in every RTT sample once the old frames have drained.
+    let srtt = |from: Duration, to: Duration| {
+        let mut v: Vec<u32> = f
+            .samples
+            .iter()
+            .filter(|s| s.at >= from && s.at < to)
+            .map(|s| s.srtt_us)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (before, after) = (srtt(ms(1_000), ms(2_500)), srtt(ms(3_500), ms(5_000)));
+    println!(
+        "srtt before {}..{} us, after {}..{} us",
+        before[0],
+        before[before.len() - 1],
+        after[0],
+        after[after.len() - 1]
+    );
+    assert!(before[before.len() / 2] < 45_000, "{before:?}");
+    assert!(after[0] >= 59_000, "{after:?}");
 }
 
 #[test]

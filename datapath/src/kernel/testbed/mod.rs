@@ -53,10 +53,11 @@ use std::io;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+use crate::sim::LinkRate;
 pub use crate::sim::Trace;
 pub use relay::DirectionStats;
 pub use transfer::{Amount, FlowResult, FlowSpec, InfoSample, Run, SeriesPoint, SocketHook};
@@ -211,6 +212,18 @@ impl Bandwidth {
             Self::Unlimited => None,
             Self::Rate { bps } => Some(*bps),
             Self::Trace(t) => Some(trace_mean_bps(t)),
+        }
+    }
+}
+
+impl From<LinkRate> for Bandwidth {
+    /// The simulator's link rate on the testbed. A trace keeps its opportunities, but each one
+    /// carries [`TRACE_OPPORTUNITY_BYTES`] here and [`crate::sim::link::TRACE_MTU_BYTES`] in
+    /// the simulator.
+    fn from(rate: LinkRate) -> Self {
+        match rate {
+            LinkRate::Constant { bps } => Self::Rate { bps },
+            LinkRate::Trace(t) => Self::Trace(t),
         }
     }
 }
@@ -626,6 +639,32 @@ impl Testbed {
         self.start(flows)?.wait()
     }
 
+    /// Runs `flows` while changing the link: each `(offset, link)` of `changes` is applied
+    /// [`offset`](Duration) after the run starts (in order of offset), then waits for the flows.
+    /// A change that fails still lets the flows finish, then fails the run.
+    pub fn run_with_changes(
+        &self,
+        flows: &[FlowSpec],
+        changes: &[(Duration, LinkConfig)],
+    ) -> Result<Vec<FlowResult>, TestbedError> {
+        let mut changes: Vec<&(Duration, LinkConfig)> = changes.iter().collect();
+        changes.sort_by_key(|(at, _)| *at);
+        let run = self.start(flows)?;
+        let mut failed = None;
+        for (at, link) in changes {
+            std::thread::sleep((run.started() + *at).saturating_duration_since(Instant::now()));
+            if let Err(e) = self.set_link(link.clone()) {
+                failed = Some(e);
+                break;
+            }
+        }
+        let results = run.wait()?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(results),
+        }
+    }
+
     /// Runs `f` on a fresh thread inside one of the namespaces (sockets it creates belong
     /// there) and returns its value.
     pub fn in_namespace<T: Send>(
@@ -715,6 +754,35 @@ mod tests {
         send_sync::<Testbed>();
         send_sync::<Run>();
         send_sync::<FlowSpec>();
+    }
+
+    #[test]
+    fn missing_permissions_and_tools_are_unavailable_not_broken() {
+        let io = |kind| io::Error::from(kind);
+        assert!(TestbedError::NotRoot { euid: 1000 }.is_unavailable());
+        let missing = TestbedError::ToolMissing {
+            tool: "ip",
+            source: io(io::ErrorKind::NotFound),
+        };
+        assert!(missing.is_unavailable());
+        let denied = TestbedError::Command {
+            command: "ip netns add x".into(),
+            status: "exit status: 1".into(),
+            stderr: "mount --make-shared /run/netns failed: Operation not permitted".into(),
+        };
+        assert!(denied.is_unavailable());
+        let setns = TestbedError::os("entering the namespace (setns)", "x")(io(
+            io::ErrorKind::PermissionDenied,
+        ));
+        assert!(setns.is_unavailable());
+        let busy = TestbedError::Command {
+            command: "ip link add".into(),
+            status: "exit status: 2".into(),
+            stderr: "RTNETLINK answers: File exists".into(),
+        };
+        assert!(!busy.is_unavailable());
+        assert!(!TestbedError::invalid("loss", "must be in [0, 1)").is_unavailable());
+        assert!(!TestbedError::RelayStopped("x".into()).is_unavailable());
     }
 
     #[test]
