@@ -508,6 +508,14 @@ impl Testbed {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let base = format!("{NS_PREFIX}-{}-{id}", std::process::id());
         let name = |role: Role| format!("{base}-{}", role.suffix());
+        // Our names are unique within this process, so one that exists was left by a dead
+        // process that had our pid before (`cleanup_stale` spares our own pid).
+        let existing = netns::list()?;
+        for role in [Role::Sender, Role::Router, Role::Receiver] {
+            if existing.contains(&name(role)) {
+                netns::delete(&name(role))?;
+            }
+        }
         // Each namespace deletes itself if a later step fails.
         let sender = NetNs::create(&name(Role::Sender))?;
         let router = NetNs::create(&name(Role::Router))?;

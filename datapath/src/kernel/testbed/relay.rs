@@ -583,7 +583,7 @@ impl PacketSocket {
         };
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
         };
         // SAFETY: one valid pollfd, a valid timespec, no signal mask.
         let rc = unsafe { libc::ppoll(&raw mut pfd, 1, &raw const ts, std::ptr::null()) };
