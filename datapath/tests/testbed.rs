@@ -367,3 +367,37 @@ fn a_crashed_runs_leftovers_are_removed_by_the_next_testbed() {
     }
     assert!(testbed::cleanup_stale().unwrap().is_empty());
 }
+
+#[test]
+fn two_testbeds_run_side_by_side() {
+    let _turn = turn();
+    let build = || {
+        let link = LinkConfig::constant(10_000_000, ms(20));
+        testbed_or_skip("two_testbeds_run_side_by_side", TestbedConfig::new(link))
+    };
+    let results: Vec<Option<f64>> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let tb = build()?;
+                    let f = tb
+                        .run(&[FlowSpec::timed("cubic", Duration::from_secs(2))])
+                        .unwrap()
+                        .remove(0);
+                    Some(f.goodput_between(ms(500), ms(2_000)).unwrap())
+                })
+            })
+            .collect();
+        runs.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for goodput in results.into_iter().flatten() {
+        println!("goodput {:.2} Mbit/s", mbps(goodput));
+        // Each has its own link: neither shares the other's 10 Mbit/s.
+        assert_near(
+            "goodput, Mbit/s",
+            mbps(goodput),
+            10.0 * PAYLOAD_PER_FRAME,
+            0.1,
+        );
+    }
+}
