@@ -657,6 +657,15 @@ impl Testbed {
     ) -> Result<Vec<FlowResult>, TestbedError> {
         let mut changes: Vec<&(Duration, LinkConfig)> = changes.iter().collect();
         changes.sort_by_key(|(at, _)| *at);
+        for (at, link) in &changes {
+            if *at > transfer::MAX_FLOW_TIME {
+                return Err(TestbedError::invalid(
+                    "changes",
+                    format!("offset {at:?} is beyond {:?}", transfer::MAX_FLOW_TIME),
+                ));
+            }
+            link.validate()?;
+        }
         let run = self.start(flows)?;
         let mut failed = None;
         for (at, link) in changes {

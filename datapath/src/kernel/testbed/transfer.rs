@@ -37,6 +37,9 @@ const IO_TIMEOUT: Duration = Duration::from_millis(50);
 const SINK_GRACE: Duration = Duration::from_secs(5);
 /// A connect gives up after this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest start offset, duration or timeout a flow may have (a typo guard that also keeps
+/// every deadline representable).
+pub const MAX_FLOW_TIME: Duration = Duration::from_hours(24);
 /// Longest congestion control name the kernel accepts, without the NUL (`TCP_CA_NAME_MAX`).
 const CA_NAME_MAX_BYTES: usize = 15;
 
@@ -147,6 +150,23 @@ impl FlowSpec {
                 format!(
                     "{index}: sends nothing ({:?}, timeout {:?})",
                     self.amount, self.timeout
+                ),
+            ));
+        }
+        let length = match self.amount {
+            Amount::For(d) => d,
+            Amount::Bytes(_) => Duration::ZERO,
+        };
+        if [self.start, self.timeout, length]
+            .iter()
+            .any(|&t| t > MAX_FLOW_TIME)
+        {
+            return Err(TestbedError::invalid(
+                field,
+                format!(
+                    "{index}: start {:?}, length {length:?} and timeout {:?} must each be at most \
+                     {MAX_FLOW_TIME:?}",
+                    self.start, self.timeout
                 ),
             ));
         }
@@ -891,5 +911,8 @@ mod tests {
                 .is_err()
         );
         assert!(FlowSpec::bytes("bbr", 10).validate(0).is_ok());
+        assert!(FlowSpec::timed("bbr", Duration::MAX).validate(0).is_err());
+        let late = FlowSpec::bytes("bbr", 10).starting_at(Duration::MAX);
+        assert!(late.validate(0).is_err());
     }
 }
