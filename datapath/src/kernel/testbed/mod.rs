@@ -59,7 +59,7 @@ use thiserror::Error;
 
 use crate::sim::LinkRate;
 pub use crate::sim::Trace;
-pub use relay::DirectionStats;
+pub use relay::{DirectionStats, LATE_AFTER};
 pub use transfer::{Amount, FlowResult, FlowSpec, InfoSample, Run, SeriesPoint, SocketHook};
 
 use netns::NetNs;
@@ -385,6 +385,10 @@ pub struct TestbedConfig {
     pub seed: u64,
     /// Maximum of `tcp_rmem` and `tcp_wmem` in the sender and receiver namespaces, bytes.
     pub socket_buffer_max_bytes: u64,
+    /// Run the relay threads with real-time priority (`SCHED_FIFO`), so other work on the
+    /// machine cannot hold frames past their due time (default on; if the system refuses, the
+    /// relay runs at normal priority and [`DirectionStats::realtime`] says so).
+    pub realtime_relay: bool,
 }
 
 impl TestbedConfig {
@@ -394,6 +398,7 @@ impl TestbedConfig {
             link,
             seed: 1,
             socket_buffer_max_bytes: DEFAULT_SOCKET_BUFFER_MAX_BYTES,
+            realtime_relay: true,
         }
     }
 
@@ -401,6 +406,13 @@ impl TestbedConfig {
     #[must_use]
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// Sets whether the relay threads ask for real-time priority.
+    #[must_use]
+    pub fn with_realtime_relay(mut self, realtime: bool) -> Self {
+        self.realtime_relay = realtime;
         self
     }
 
@@ -545,6 +557,7 @@ impl Testbed {
             data,
             ack,
             config.seed,
+            config.realtime_relay,
         )?;
         let testbed = Self {
             relay,
