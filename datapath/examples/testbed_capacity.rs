@@ -29,7 +29,10 @@ fn main() -> ExitCode {
             15,
         ),
     ];
-    println!("case | goodput Mbit/s | srtt p50 ms | retrans | relay CPU (data+ack) % of a core");
+    println!(
+        "case | goodput Mbit/s | srtt p50 ms | retrans | relay CPU (data+ack) % of a core | \
+         late data frames, max lateness"
+    );
     for (name, link, secs) in cases {
         if let Err(e) = measure(name, link, secs) {
             eprintln!("{name}: {e}");
@@ -47,13 +50,16 @@ fn measure(name: &str, link: LinkConfig, secs: u64) -> Result<(), TestbedError> 
     let after = tb.stats()?;
     let cpu = (after.data.cpu + after.ack.cpu).saturating_sub(before.data.cpu + before.ack.cpu);
     println!(
-        "{name} | {:.1} | {:.1} | {} | {:.1} (data {:.1})",
+        "{name} | {:.1} | {:.1} | {} | {:.1} (data {:.1}) | {} of {}, {:?}",
         flow.goodput_bps / 1e6,
         f64::from(flow.srtt_p50_us) / 1e3,
         flow.retrans_segs,
         cpu.as_secs_f64() / flow.active.as_secs_f64() * 100.0,
         after.data.cpu.saturating_sub(before.data.cpu).as_secs_f64() / flow.active.as_secs_f64()
             * 100.0,
+        after.data.late_frames - before.data.late_frames,
+        after.data.forwarded - before.data.forwarded,
+        after.data.max_lateness,
     );
     Ok(())
 }
