@@ -25,6 +25,11 @@
 //!   and packets spanning opportunities as in mahimahi's link queue.
 //! - The ACK direction is delayed, never shaped or dropped.
 //!
+//! Timing: each relay direction sleeps until its next frame is due (`ppoll` with a 1 µs timer
+//! slack) in `SCHED_FIFO` when allowed ([`TestbedConfig::realtime_relay`]), so a busy machine
+//! rarely holds a frame past its due time; [`DirectionStats::late_frames`] and
+//! [`DirectionStats::max_lateness`] say how often and how far it did.
+//!
 //! [`Testbed::set_link`] changes any of this during a run (a path change mid-flow): new rates
 //! apply at once, new delays to frames arriving from then on.
 //!
