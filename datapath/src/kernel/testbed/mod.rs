@@ -7,7 +7,7 @@
 //!  snd0 10.77.0.1 ==veth== rtr-snd [relay] rtr-rcv(htb+bfifo) ==veth== rcv0 10.77.0.2
 //! ```
 //! Namespaces are named `ccptb-<pid>-<n>-{snd,rtr,rcv}` (`<pid>` is the creating process, `<n>`
-//! counts testbeds within it). The router has no addresses: our relay ([`relay`]) moves
+//! counts testbeds within it). The router has no addresses: our relay (`relay.rs`) moves
 //! Ethernet frames between its two interfaces through `AF_PACKET` sockets, so sender and
 //! receiver share one /24 and reach each other with static neighbour entries (no ARP).
 //!
@@ -24,6 +24,11 @@
 //!   opportunities, each worth [`TRACE_OPPORTUNITY_BYTES`] of IP packet, unused bytes wasted
 //!   and packets spanning opportunities as in mahimahi's link queue.
 //! - The ACK direction is delayed, never shaped or dropped.
+//!
+//! Timing: each relay direction sleeps until its next frame is due (`ppoll` with a 1 µs timer
+//! slack) in `SCHED_FIFO` when allowed ([`TestbedConfig::realtime_relay`]), so a busy machine
+//! rarely holds a frame past its due time; [`DirectionStats::late_frames`] and
+//! [`DirectionStats::max_lateness`] say how often and how far it did.
 //!
 //! [`Testbed::set_link`] changes any of this during a run (a path change mid-flow): new rates
 //! apply at once, new delays to frames arriving from then on.
@@ -53,12 +58,13 @@ use std::io;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+use crate::sim::LinkRate;
 pub use crate::sim::Trace;
-pub use relay::DirectionStats;
+pub use relay::{DirectionStats, LATE_AFTER};
 pub use transfer::{Amount, FlowResult, FlowSpec, InfoSample, Run, SeriesPoint, SocketHook};
 
 use netns::NetNs;
@@ -211,6 +217,18 @@ impl Bandwidth {
             Self::Unlimited => None,
             Self::Rate { bps } => Some(*bps),
             Self::Trace(t) => Some(trace_mean_bps(t)),
+        }
+    }
+}
+
+impl From<LinkRate> for Bandwidth {
+    /// The simulator's link rate on the testbed. A trace keeps its opportunities, but each one
+    /// carries [`TRACE_OPPORTUNITY_BYTES`] here and [`crate::sim::link::TRACE_MTU_BYTES`] in
+    /// the simulator.
+    fn from(rate: LinkRate) -> Self {
+        match rate {
+            LinkRate::Constant { bps } => Self::Rate { bps },
+            LinkRate::Trace(t) => Self::Trace(t),
         }
     }
 }
@@ -372,6 +390,10 @@ pub struct TestbedConfig {
     pub seed: u64,
     /// Maximum of `tcp_rmem` and `tcp_wmem` in the sender and receiver namespaces, bytes.
     pub socket_buffer_max_bytes: u64,
+    /// Run the relay threads with real-time priority (`SCHED_FIFO`), so other work on the
+    /// machine cannot hold frames past their due time (default on; if the system refuses, the
+    /// relay runs at normal priority and [`DirectionStats::realtime`] says so).
+    pub realtime_relay: bool,
 }
 
 impl TestbedConfig {
@@ -381,6 +403,7 @@ impl TestbedConfig {
             link,
             seed: 1,
             socket_buffer_max_bytes: DEFAULT_SOCKET_BUFFER_MAX_BYTES,
+            realtime_relay: true,
         }
     }
 
@@ -388,6 +411,13 @@ impl TestbedConfig {
     #[must_use]
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// Sets whether the relay threads ask for real-time priority.
+    #[must_use]
+    pub fn with_realtime_relay(mut self, realtime: bool) -> Self {
+        self.realtime_relay = realtime;
         self
     }
 
@@ -495,6 +525,14 @@ impl Testbed {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let base = format!("{NS_PREFIX}-{}-{id}", std::process::id());
         let name = |role: Role| format!("{base}-{}", role.suffix());
+        // Our names are unique within this process, so one that exists was left by a dead
+        // process that had our pid before (`cleanup_stale` spares our own pid).
+        let existing = netns::list()?;
+        for role in [Role::Sender, Role::Router, Role::Receiver] {
+            if existing.contains(&name(role)) {
+                netns::delete(&name(role))?;
+            }
+        }
         // Each namespace deletes itself if a later step fails.
         let sender = NetNs::create(&name(Role::Sender))?;
         let router = NetNs::create(&name(Role::Router))?;
@@ -524,6 +562,7 @@ impl Testbed {
             data,
             ack,
             config.seed,
+            config.realtime_relay,
         )?;
         let testbed = Self {
             relay,
@@ -626,6 +665,41 @@ impl Testbed {
         self.start(flows)?.wait()
     }
 
+    /// Runs `flows` while changing the link: each `(offset, link)` of `changes` is applied
+    /// [`offset`](Duration) after the run starts (in order of offset), then waits for the flows.
+    /// A change that fails still lets the flows finish, then fails the run.
+    pub fn run_with_changes(
+        &self,
+        flows: &[FlowSpec],
+        changes: &[(Duration, LinkConfig)],
+    ) -> Result<Vec<FlowResult>, TestbedError> {
+        let mut changes: Vec<&(Duration, LinkConfig)> = changes.iter().collect();
+        changes.sort_by_key(|(at, _)| *at);
+        for (at, link) in &changes {
+            if *at > transfer::MAX_FLOW_TIME {
+                return Err(TestbedError::invalid(
+                    "changes",
+                    format!("offset {at:?} is beyond {:?}", transfer::MAX_FLOW_TIME),
+                ));
+            }
+            link.validate()?;
+        }
+        let run = self.start(flows)?;
+        let mut failed = None;
+        for (at, link) in changes {
+            std::thread::sleep((run.started() + *at).saturating_duration_since(Instant::now()));
+            if let Err(e) = self.set_link(link.clone()) {
+                failed = Some(e);
+                break;
+            }
+        }
+        let results = run.wait()?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(results),
+        }
+    }
+
     /// Runs `f` on a fresh thread inside one of the namespaces (sockets it creates belong
     /// there) and returns its value.
     pub fn in_namespace<T: Send>(
@@ -708,6 +782,43 @@ pub fn creator_pid(name: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_testbed_can_be_shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Testbed>();
+        send_sync::<Run>();
+        send_sync::<FlowSpec>();
+    }
+
+    #[test]
+    fn missing_permissions_and_tools_are_unavailable_not_broken() {
+        let io = |kind| io::Error::from(kind);
+        assert!(TestbedError::NotRoot { euid: 1000 }.is_unavailable());
+        let missing = TestbedError::ToolMissing {
+            tool: "ip",
+            source: io(io::ErrorKind::NotFound),
+        };
+        assert!(missing.is_unavailable());
+        let denied = TestbedError::Command {
+            command: "ip netns add x".into(),
+            status: "exit status: 1".into(),
+            stderr: "mount --make-shared /run/netns failed: Operation not permitted".into(),
+        };
+        assert!(denied.is_unavailable());
+        let setns = TestbedError::os("entering the namespace (setns)", "x")(io(
+            io::ErrorKind::PermissionDenied,
+        ));
+        assert!(setns.is_unavailable());
+        let busy = TestbedError::Command {
+            command: "ip link add".into(),
+            status: "exit status: 2".into(),
+            stderr: "RTNETLINK answers: File exists".into(),
+        };
+        assert!(!busy.is_unavailable());
+        assert!(!TestbedError::invalid("loss", "must be in [0, 1)").is_unavailable());
+        assert!(!TestbedError::RelayStopped("x".into()).is_unavailable());
+    }
 
     #[test]
     fn creator_pid_reads_only_testbed_names() {

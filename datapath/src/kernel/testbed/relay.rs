@@ -41,6 +41,11 @@ const MAX_IDLE_WAIT: Duration = Duration::from_millis(20);
 const RECV_BATCH: usize = 256;
 /// How often a thread publishes its CPU time.
 const CPU_UPDATE_INTERVAL: Duration = Duration::from_millis(100);
+/// A frame released more than this after its due time counts as late.
+pub const LATE_AFTER: Duration = Duration::from_millis(1);
+/// `SCHED_FIFO` priority of the relay threads when real-time scheduling is asked for: above
+/// every normal thread, below the kernel's own real-time threads (which use 50 and up).
+const REALTIME_PRIORITY: libc::c_int = 10;
 /// Timer slack of the relay threads, ns: wakeups land within a microsecond of the due time.
 const TIMER_SLACK_NS: libc::c_ulong = 1_000;
 
@@ -79,8 +84,15 @@ pub struct DirectionStats {
     pub send_errors: u64,
     /// Frames larger than any MTU-sized frame could be (offloads not disabled), dropped.
     pub oversized: u64,
+    /// Frames released more than [`LATE_AFTER`] after their delay ended (the relay thread
+    /// was not scheduled in time: an overloaded machine).
+    pub late_frames: u64,
+    /// The latest any frame was released after its delay ended.
+    pub max_lateness: Duration,
     /// CPU time the direction's thread has used.
     pub cpu: Duration,
+    /// The thread runs with real-time priority (`SCHED_FIFO`).
+    pub realtime: bool,
 }
 
 #[derive(Debug, Default)]
@@ -94,7 +106,10 @@ struct Counters {
     egress_refused: AtomicU64,
     send_errors: AtomicU64,
     oversized: AtomicU64,
+    late_frames: AtomicU64,
+    max_lateness_ns: AtomicU64,
     cpu_ns: AtomicU64,
+    realtime: AtomicBool,
 }
 
 impl Counters {
@@ -110,7 +125,10 @@ impl Counters {
             egress_refused: get(&self.egress_refused),
             send_errors: get(&self.send_errors),
             oversized: get(&self.oversized),
+            late_frames: get(&self.late_frames),
+            max_lateness: Duration::from_nanos(get(&self.max_lateness_ns)),
             cpu: Duration::from_nanos(get(&self.cpu_ns)),
+            realtime: self.realtime.load(Ordering::Relaxed),
         }
     }
 }
@@ -178,6 +196,7 @@ impl Relay {
         data: DirParams,
         ack: DirParams,
         seed: u64,
+        realtime: bool,
     ) -> Result<Self, TestbedError> {
         let open = |ifname: &str| {
             PacketSocket::open(ifname)
@@ -206,7 +225,13 @@ impl Relay {
             let rng = Rng::derive(seed, stream);
             let thread = std::thread::Builder::new()
                 .name(name.to_string())
-                .spawn(move || forward(&input, &output, &dir, rng, &stop))
+                .spawn(move || {
+                    if realtime {
+                        let ok = set_realtime();
+                        dir.counters.realtime.store(ok, Ordering::Relaxed);
+                    }
+                    forward(&input, &output, &dir, rng, &stop);
+                })
                 .map_err(TestbedError::os("spawning a relay thread", router.name()))?;
             relay.threads.push(thread);
         }
@@ -292,6 +317,12 @@ fn forward(
         }
         while held.front().is_some_and(|h| h.due <= now) {
             let Some(h) = held.pop_front() else { break };
+            let late = now.duration_since(h.due);
+            if late > LATE_AFTER {
+                bump(&c.late_frames, 1);
+            }
+            c.max_lateness_ns
+                .fetch_max(late.as_nanos() as u64, Ordering::Relaxed);
             match queue.as_mut() {
                 Some(q) => {
                     if !q.push(h.frame, now) {
@@ -346,6 +377,25 @@ fn forward(
     if let Err(e) = result {
         tracing::error!("relay direction stopped: {e}");
         *dir.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
+    }
+}
+
+/// Puts the calling thread in `SCHED_FIFO` at [`REALTIME_PRIORITY`]; false (and a warning) if
+/// the system refuses (no `CAP_SYS_NICE`, no real-time budget in the cgroup).
+fn set_realtime() -> bool {
+    let param = libc::sched_param {
+        sched_priority: REALTIME_PRIORITY,
+    };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const param) };
+    if rc == 0 {
+        true
+    } else {
+        tracing::warn!(
+            "relay stays at normal priority: SCHED_FIFO refused: {}",
+            io::Error::last_os_error()
+        );
+        false
     }
 }
 
@@ -583,7 +633,7 @@ impl PacketSocket {
         };
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
         };
         // SAFETY: one valid pollfd, a valid timespec, no signal mask.
         let rc = unsafe { libc::ppoll(&raw mut pfd, 1, &raw const ts, std::ptr::null()) };

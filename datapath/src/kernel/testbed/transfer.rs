@@ -37,6 +37,9 @@ const IO_TIMEOUT: Duration = Duration::from_millis(50);
 const SINK_GRACE: Duration = Duration::from_secs(5);
 /// A connect gives up after this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest start offset, duration or timeout a flow may have (a typo guard that also keeps
+/// every deadline representable).
+pub const MAX_FLOW_TIME: Duration = Duration::from_hours(24);
 /// Longest congestion control name the kernel accepts, without the NUL (`TCP_CA_NAME_MAX`).
 const CA_NAME_MAX_BYTES: usize = 15;
 
@@ -150,6 +153,23 @@ impl FlowSpec {
                 ),
             ));
         }
+        let length = match self.amount {
+            Amount::For(d) => d,
+            Amount::Bytes(_) => Duration::ZERO,
+        };
+        if [self.start, self.timeout, length]
+            .iter()
+            .any(|&t| t > MAX_FLOW_TIME)
+        {
+            return Err(TestbedError::invalid(
+                field,
+                format!(
+                    "{index}: start {:?}, length {length:?} and timeout {:?} must each be at most \
+                     {MAX_FLOW_TIME:?}",
+                    self.start, self.timeout
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -186,8 +206,10 @@ pub struct InfoSample {
     pub delivery_rate_bytes_per_sec: u64,
     /// Pacing rate, bytes/s.
     pub pacing_rate_bytes_per_sec: u64,
-    /// Bytes acknowledged so far.
+    /// Bytes acknowledged so far (cumulatively: in order at the receiver).
     pub bytes_acked: u64,
+    /// Segments delivered so far, SACKed ones included (`tcpi_delivered`).
+    pub delivered_pkts: u32,
     /// Segments retransmitted so far.
     pub total_retrans_segs: u32,
     /// Data segments sent so far, retransmissions included.
@@ -214,6 +236,7 @@ impl InfoSample {
             delivery_rate_bytes_per_sec: info.tcpi_delivery_rate,
             pacing_rate_bytes_per_sec: info.tcpi_pacing_rate,
             bytes_acked: info.tcpi_bytes_acked,
+            delivered_pkts: info.tcpi_delivered,
             total_retrans_segs: info.tcpi_total_retrans,
             data_segs_out: info.tcpi_data_segs_out,
             ca_state: info.tcpi_ca_state,
@@ -235,7 +258,8 @@ pub struct SeriesPoint {
     pub cwnd_bytes: u64,
     /// Smoothed RTT, µs.
     pub srtt_us: u32,
-    /// Bytes acknowledged since the previous point, as bits per second.
+    /// Data delivered since the previous point (segments acknowledged or SACKed, at the
+    /// current MSS), bits per second.
     pub throughput_bps: f64,
 }
 
@@ -283,8 +307,10 @@ pub struct FlowResult {
 }
 
 impl FlowResult {
-    /// Throughput (bytes acknowledged, bits per second) between two run times, from the
-    /// samples nearest them; `None` if the flow has no samples spanning the interval.
+    /// Goodput (bytes cumulatively acknowledged, bits per second) between two run times, from
+    /// the samples at or before them; `None` if the flow has no samples spanning the interval.
+    /// Over short intervals a loss recovery that ends inside the interval counts bytes SACKed
+    /// before it: prefer intervals of many RTTs, or [`FlowResult::series`].
     pub fn goodput_between(&self, from: Duration, to: Duration) -> Option<f64> {
         let a = self
             .samples
@@ -742,7 +768,9 @@ fn series(samples: &[InfoSample]) -> Vec<SeriesPoint> {
                 at: s.at,
                 cwnd_bytes: s.cwnd_bytes(),
                 srtt_us: s.srtt_us,
-                throughput_bps: s.bytes_acked.saturating_sub(prev.bytes_acked) as f64 * 8.0
+                throughput_bps: f64::from(s.delivered_pkts.wrapping_sub(prev.delivered_pkts))
+                    * f64::from(s.mss_bytes)
+                    * 8.0
                     / dt.as_secs_f64(),
             });
             prev = s;
@@ -831,10 +859,11 @@ fn setsockopt<T>(fd: BorrowedFd<'_>, opt: libc::c_int, value: &T) -> io::Result<
 mod tests {
     use super::*;
 
-    fn sample(at_ms: u64, bytes_acked: u64, srtt_us: u32) -> InfoSample {
+    fn sample(at_ms: u64, delivered_pkts: u32, srtt_us: u32) -> InfoSample {
         InfoSample {
             at: Duration::from_millis(at_ms),
-            bytes_acked,
+            delivered_pkts,
+            bytes_acked: u64::from(delivered_pkts) * 1448,
             srtt_us,
             cwnd_pkts: 10,
             mss_bytes: 1448,
@@ -854,14 +883,14 @@ mod tests {
     #[test]
     fn series_has_a_point_per_interval_with_throughput() {
         let samples: Vec<_> = (0..=30)
-            .map(|i| sample(i * 10, i * 12_500, 40_000))
+            .map(|i| sample(i * 10, i as u32 * 10, 40_000))
             .collect();
         let s = series(&samples);
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].at, Duration::from_millis(100));
-        // 12.5 kB per 10 ms is 10 Mbit/s.
+        // Ten 1448-byte segments per 10 ms is 11.584 Mbit/s.
         assert!(
-            (s[0].throughput_bps - 10e6).abs() < 1.0,
+            (s[0].throughput_bps - 11.584e6).abs() < 1.0,
             "{}",
             s[0].throughput_bps
         );
@@ -882,5 +911,8 @@ mod tests {
                 .is_err()
         );
         assert!(FlowSpec::bytes("bbr", 10).validate(0).is_ok());
+        assert!(FlowSpec::timed("bbr", Duration::MAX).validate(0).is_err());
+        let late = FlowSpec::bytes("bbr", 10).starting_at(Duration::MAX);
+        assert!(late.validate(0).is_err());
     }
 }
