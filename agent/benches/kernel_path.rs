@@ -56,8 +56,8 @@ impl Proc {
 
     /// User + system CPU time of the process so far, seconds.
     fn cpu_s(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.id()))
-            .unwrap_or_default();
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).unwrap_or_default();
         // Fields after the parenthesized command name: utime is the 12th, stime the 13th.
         let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
         let f: Vec<u64> = after
@@ -125,12 +125,7 @@ struct Sample {
     procs_ns_per_byte: f64,
 }
 
-fn one_flow(
-    testbed: &Testbed,
-    cca: &str,
-    span: Duration,
-    procs: &[&Proc],
-) -> BoxResult<Sample> {
+fn one_flow(testbed: &Testbed, cca: &str, span: Duration, procs: &[&Proc]) -> BoxResult<Sample> {
     let busy0 = machine_busy_s();
     let procs0: f64 = procs.iter().map(|p| p.cpu_s()).sum();
     let flows = testbed.run(&[FlowSpec::timed(cca, span)])?;

@@ -39,12 +39,16 @@
 //! congestion control (and cgroup v2 for [`SockOps`]); [`KernelError::is_unavailable`] tells a
 //! caller to skip.
 //!
-//! # Not done yet (issue 7)
+//! - **As a process**: `ccp-agent`'s `ccp-kernel-datapath` binary runs a [`KernelBridge`] over
+//!   unix sockets to `ccp-agent`; `ccp-eval run --datapath kernel` runs one in-process with a
+//!   channel agent over the [`testbed`].
+//!
+//! # Not done
 //! - IPv6 prefixes in the IW table (IPv4-mapped peers are covered). (`ccp-agent`'s
 //!   `iw.kernel_cgroup`, feature `kernel`, publishes its IW table through [`SockOps`]; the API
 //!   takes plain ranges so this crate does not depend on `iw-controller`.)
-//! - `ccp-eval --datapath kernel` on the network-namespace testbed ([`testbed`]).
-//! - Calibration of the simulator against the kernel, and the control-loop / CPU benchmarks.
+//! - One algorithm per bridge: every flow asks the agent for the same name (or the agent's
+//!   default); per-socket choice goes through the selector.
 
 mod bridge;
 pub mod record;

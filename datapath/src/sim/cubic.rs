@@ -8,7 +8,17 @@
 //! `K = cbrt(W_max (1 - beta) / C)` (§4.2), taken from the window one RTT ahead
 //! (`t + RTT`, as Linux does), and never below the Reno-friendly estimate
 //! `W_est` of §4.3. A timeout restarts slow start from one segment with `ssthresh = beta *
-//! cwnd`. Left out: `HyStart`, the `cnt`-based per-ACK smoothing and ssthresh caching.
+//! cwnd`.
+//!
+//! Slow start ends early on Linux's `HyStart` (`tcp_cubic.c`, both detectors on, as by
+//! default), from a window of 16 segments on: per round trip, an *ACK train* (ACKs no more
+//! than 2 ms apart) lasting longer than half the minimum RTT, or a *delay increase* (the
+//! smallest of the round's first 8 RTT samples above the minimum RTT by
+//! `clamp(min RTT / 8, 4 ms, 16 ms)`) sets `ssthresh` to the window. A round ends when the
+//! bytes in flight at its start are acknowledged (Linux: `snd_una` passing the round's
+//! `snd_nxt`). Without it, slow start overshoots deep buffers until they overflow, which the
+//! kernel does not (`docs/calibration.md`). Left out: the `cnt`-based per-ACK smoothing and
+//! ssthresh caching.
 
 use crate::runtime::Primitives;
 
@@ -16,6 +26,72 @@ use crate::runtime::Primitives;
 const BETA: f64 = 0.7;
 /// RFC 9438 §5 scaling constant, segments / s³.
 const C: f64 = 0.4;
+/// `HyStart` runs from this window on (Linux `hystart_low_window`), segments.
+const HYSTART_LOW_WINDOW: f64 = 16.0;
+/// ACKs closer than this continue an ACK train (Linux `hystart_ack_delta_us`), ns.
+const HYSTART_ACK_DELTA_NS: u64 = 2_000_000;
+/// RTT samples per round before the delay test (Linux `HYSTART_MIN_SAMPLES`).
+const HYSTART_MIN_SAMPLES: u32 = 8;
+/// Bounds of the delay-increase threshold (Linux `HYSTART_DELAY_MIN`/`MAX`), ns.
+const HYSTART_DELAY_MIN_NS: u64 = 4_000_000;
+const HYSTART_DELAY_MAX_NS: u64 = 16_000_000;
+
+/// `HyStart`'s per-round state.
+#[derive(Debug, Clone, Default)]
+struct HyStart {
+    /// Slow start was ended by `HyStart` (until a timeout restarts it).
+    found: bool,
+    /// Bytes acknowledged since the flow started.
+    acked_total: u64,
+    /// The round ends when `acked_total` passes this.
+    round_end: u64,
+    round_start_ns: u64,
+    last_ack_ns: u64,
+    /// Smallest RTT sample of this round, ns.
+    curr_rtt_ns: u64,
+    samples: u32,
+    /// Smallest RTT sample of the flow, ns.
+    delay_min_ns: u64,
+}
+
+impl HyStart {
+    fn reset_round(&mut self, now_ns: u64, in_flight: u64) {
+        self.round_start_ns = now_ns;
+        self.last_ack_ns = now_ns;
+        self.round_end = self.acked_total + in_flight;
+        self.curr_rtt_ns = u64::MAX;
+        self.samples = 0;
+    }
+
+    /// One ACK in slow start; true when slow start should end now.
+    fn on_ack(&mut self, now_ns: u64, rtt_ns: u64, in_flight: u64) -> bool {
+        if self.acked_total > self.round_end {
+            self.reset_round(now_ns, in_flight);
+        }
+        let mut found = false;
+        if now_ns.saturating_sub(self.last_ack_ns) <= HYSTART_ACK_DELTA_NS {
+            self.last_ack_ns = now_ns;
+            // No pacing: the train counts from half the minimum RTT.
+            if now_ns.saturating_sub(self.round_start_ns) > self.delay_min_ns / 2 {
+                found = true;
+            }
+        }
+        if rtt_ns > 0 {
+            self.curr_rtt_ns = self.curr_rtt_ns.min(rtt_ns);
+            if self.samples < HYSTART_MIN_SAMPLES {
+                self.samples += 1;
+            } else {
+                let thresh =
+                    (self.delay_min_ns / 8).clamp(HYSTART_DELAY_MIN_NS, HYSTART_DELAY_MAX_NS);
+                if self.curr_rtt_ns > self.delay_min_ns + thresh {
+                    found = true;
+                }
+            }
+        }
+        self.found |= found;
+        found
+    }
+}
 
 /// Built-in Cubic state, per flow.
 #[derive(Debug, Clone)]
@@ -29,6 +105,7 @@ pub struct BuiltinCubic {
     w_est: f64,
     srtt_ns: u64,
     recovery_until_ns: u64,
+    hystart: HyStart,
 }
 
 impl BuiltinCubic {
@@ -45,6 +122,7 @@ impl BuiltinCubic {
             w_est: 0.0,
             srtt_ns: 0,
             recovery_until_ns: 0,
+            hystart: HyStart::default(),
         }
     }
 
@@ -54,19 +132,28 @@ impl BuiltinCubic {
 
     /// One ACK; returns the new window, bytes.
     pub fn on_ack(&mut self, p: &Primitives, now_ns: u64) -> u32 {
-        if p.rtt_sample_us > 0 {
-            let rtt = p.rtt_sample_us * 1_000;
+        let rtt_ns = p.rtt_sample_us * 1_000;
+        if rtt_ns > 0 {
             self.srtt_ns = if self.srtt_ns == 0 {
-                rtt
+                rtt_ns
             } else {
-                (7 * self.srtt_ns + rtt) / 8
+                (7 * self.srtt_ns + rtt_ns) / 8
             };
+            let h = &mut self.hystart;
+            if h.delay_min_ns == 0 || rtt_ns < h.delay_min_ns {
+                h.delay_min_ns = rtt_ns;
+            }
         }
+        self.hystart.acked_total += u64::from(p.bytes_acked);
         if p.was_timeout {
             self.ssthresh = (self.cwnd * BETA).max(2.0);
             self.cwnd = 1.0;
             self.epoch_start_ns = None;
             self.recovery_until_ns = now_ns + self.srtt_ns;
+            // Linux resets HyStart on entering loss recovery from a timeout.
+            self.hystart.found = false;
+            self.hystart
+                .reset_round(now_ns, u64::from(p.bytes_in_flight));
             return self.bytes();
         }
         if p.lost_pkts_sample > 0 {
@@ -80,6 +167,15 @@ impl BuiltinCubic {
             return self.bytes();
         }
         if self.cwnd < self.ssthresh {
+            if !self.hystart.found
+                && self.cwnd >= HYSTART_LOW_WINDOW
+                && self
+                    .hystart
+                    .on_ack(now_ns, rtt_ns, u64::from(p.bytes_in_flight))
+            {
+                self.ssthresh = self.cwnd;
+                return self.bytes();
+            }
             self.cwnd += acked;
             return self.bytes();
         }
@@ -132,6 +228,40 @@ mod tests {
             rtt_sample_us: 100_000,
             ..Primitives::default()
         }
+    }
+
+    #[test]
+    fn hystart_ends_slow_start_on_a_delay_increase() {
+        let mut c = BuiltinCubic::new(1000, 20_000);
+        let rtt_ack = |rtt_us: u64, in_flight: u32| Primitives {
+            bytes_acked: 1000,
+            rtt_sample_us: rtt_us,
+            bytes_in_flight: in_flight,
+            ..Primitives::default()
+        };
+        // 100 ms base RTT, ACKs 5 ms apart (no ACK train): the window doubles per round.
+        let mut now = 0;
+        for _ in 0..40 {
+            now += 5_000_000;
+            c.on_ack(&rtt_ack(100_000, 20_000), now);
+        }
+        assert!(
+            c.cwnd.is_finite() && c.ssthresh.is_infinite(),
+            "still in slow start"
+        );
+        // The queue builds: +20 ms on every sample of a new round (threshold 12.5 ms).
+        for _ in 0..200 {
+            now += 5_000_000;
+            c.on_ack(&rtt_ack(120_000, 20_000), now);
+            if c.ssthresh.is_finite() {
+                break;
+            }
+        }
+        assert!(c.ssthresh.is_finite(), "HyStart never fired");
+        assert!(
+            (c.ssthresh - c.cwnd).abs() < 1e-9,
+            "ssthresh = cwnd at exit"
+        );
     }
 
     #[test]

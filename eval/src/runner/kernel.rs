@@ -302,7 +302,11 @@ fn run_on_testbed(
             let k = stats?;
             let mut l = k.loop_ns;
             l.sort_unstable();
-            let p = |q: usize| l.get(l.len().saturating_sub(1) * q / 100).copied().unwrap_or(0);
+            let p = |q: usize| {
+                l.get(l.len().saturating_sub(1) * q / 100)
+                    .copied()
+                    .unwrap_or(0)
+            };
             info!(condition = %cond.id, scheme = %job.scheme, acks = k.bridge.acks,
                 user_acks = k.kernel.user_acks, fallback_acks = k.kernel.fallback_acks,
                 loop_p50_us = p(50) as f64 / 1e3, loop_p99_us = p(99) as f64 / 1e3, "kernel run");
@@ -368,7 +372,15 @@ pub(super) fn execute(
         let mut row = ctx.row(i, role, name, spec);
         fill_metrics(&mut row, r, duration_ns, capacity);
         out.rows.push(row);
-        series_rows(&mut out.series, scenario, cond, job, i, spec.mss_bytes, &r.series);
+        series_rows(
+            &mut out.series,
+            scenario,
+            cond,
+            job,
+            i,
+            spec.mss_bytes,
+            &r.series,
+        );
     }
     Ok(out)
 }
