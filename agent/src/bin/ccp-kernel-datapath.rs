@@ -116,6 +116,7 @@ fn main() -> ExitCode {
         sockets using `ccp` are driven by the agent");
 
     let mut latencies: Vec<u64> = Vec::new();
+    let mut parts: Vec<(u64, u64)> = Vec::new();
     let every = Duration::from_secs(cli.stats_secs);
     let mut next_stats = Instant::now() + every;
     let mut result = Ok(());
@@ -125,6 +126,7 @@ fn main() -> ExitCode {
             break;
         }
         latencies.append(&mut bridge.take_loop_latencies());
+        parts.append(&mut bridge.take_loop_parts());
         if cli.stats_secs > 0 && Instant::now() >= next_stats {
             next_stats += every;
             let s = bridge.stats();
@@ -142,7 +144,12 @@ fn main() -> ExitCode {
         }
     }
     latencies.append(&mut bridge.take_loop_latencies());
+    parts.append(&mut bridge.take_loop_parts());
     latencies.sort_unstable();
+    let mut ring: Vec<u64> = parts.iter().map(|p| p.0).collect();
+    let mut agent: Vec<u64> = parts.iter().map(|p| p.1).collect();
+    ring.sort_unstable();
+    agent.sort_unstable();
     let s = bridge.stats();
     let k = bridge.kernel.stats().ok();
     info!(
@@ -157,6 +164,8 @@ fn main() -> ExitCode {
         loop_samples = latencies.len(),
         loop_p50_us = percentile(&latencies, 50) as f64 / 1e3,
         loop_p99_us = percentile(&latencies, 99) as f64 / 1e3,
+        ring_p50_us = percentile(&ring, 50) as f64 / 1e3,
+        agent_p50_us = percentile(&agent, 50) as f64 / 1e3,
         per_ack_ns = s.busy_ns / s.acks.max(1),
         "stopped"
     );

@@ -46,8 +46,9 @@ struct FlowState {
     written_ns: u64,
     /// The flow's window in the kernel at its last record, bytes.
     last_cwnd: u32,
-    /// `now` of the ACK whose invocation sent the last report not yet answered, ns.
-    report_ack_ns: Option<u64>,
+    /// `now` of the ACK whose invocation sent the last report not yet answered, and when
+    /// the bridge read that ACK's record, ns.
+    report_ack_ns: Option<(u64, u64)>,
 }
 
 /// Runs the CCP runtime over the kernel's `ccp` flows: each [`Record`] becomes an
@@ -71,6 +72,9 @@ pub struct KernelBridge<T: Transport, C: Clock> {
     by_sid: HashMap<u32, u32>,
     batch: Vec<Record>,
     loop_ns: Vec<u64>,
+    /// For each ACK that sent a report: ring-buffer delay (record read minus ACK) and agent
+    /// delay (answer written minus report sent), ns.
+    parts_ns: Vec<(u64, u64)>,
     stats: BridgeStats,
 }
 
@@ -85,6 +89,7 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             by_sid: HashMap::new(),
             batch: Vec::with_capacity(4096),
             loop_ns: Vec::new(),
+            parts_ns: Vec::new(),
             stats: BridgeStats::default(),
         }
     }
@@ -104,6 +109,12 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
     /// the answer's write into the kernel's control map.
     pub fn take_loop_latencies(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.loop_ns)
+    }
+
+    /// The same samples split in two, ns: (ring buffer: from the ACK to the bridge reading its
+    /// record; agent: from the report leaving to the answer written).
+    pub fn take_loop_parts(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.parts_ns)
     }
 
     /// One round: waits up to `timeout` for a record or an agent message, takes in the agent's
@@ -170,9 +181,11 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             flow.written_ns = now;
             self.stats.control_writes += 1;
             self.stats.agent_writes += 1;
-            if let Some(ack_ns) = flow.report_ack_ns.take() {
+            if let Some((ack_ns, read_ns)) = flow.report_ack_ns.take() {
                 if self.loop_ns.len() < MAX_LOOP_SAMPLES {
                     self.loop_ns.push(now.saturating_sub(ack_ns));
+                    self.parts_ns
+                        .push((read_ns.saturating_sub(ack_ns), now.saturating_sub(read_ns)));
                 } else {
                     self.stats.loop_samples_dropped += 1;
                 }
@@ -243,7 +256,7 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             }
         };
         if self.runtime.stats().reports_sent > reports_before {
-            flow.report_ack_ns = Some(r.now_ns);
+            flow.report_ack_ns = Some((r.now_ns, monotonic_ns()));
         }
         match actions.control {
             Control::Agent => {

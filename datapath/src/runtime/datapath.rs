@@ -148,9 +148,9 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
         let slot = self.slot(sid)?;
         self.conns[slot] = None;
         self.live_conns -= 1;
-        let now = self.clock.now_ns();
         wire::encode_measure(&mut self.scratch, sid, 0, &[]);
-        self.send_scratch(now);
+        // The agent frees the flow and says nothing: not a reason to wait for it.
+        self.send_scratch_unanswered();
         Ok(())
     }
 
@@ -570,10 +570,17 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
     }
 
     /// Sends the message in `scratch`, keeping order with anything already queued.
+    /// Sends the message in `scratch`, which the agent answers: its silence from now on counts
+    /// towards the fallback.
     fn send_scratch(&mut self, now: u64) {
         if self.link.awaiting_since_ns.is_none() {
             self.link.awaiting_since_ns = Some(now);
         }
+        self.send_scratch_unanswered();
+    }
+
+    /// Sends the message in `scratch`, which needs no answer (a flow's close).
+    fn send_scratch_unanswered(&mut self) {
         if !self.outq.is_empty() {
             self.flush();
         }

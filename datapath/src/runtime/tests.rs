@@ -357,6 +357,23 @@ fn division_by_zero_stops_the_invocation_not_the_flow() {
 }
 
 #[test]
+fn closing_a_flow_does_not_wait_for_an_answer() {
+    let (mut dp, _script, clock) = setup();
+    let (ins, sc) = install_msg(COUNTER);
+    dp.recv_msg(&ins).expect("install");
+    let sid = flow(&mut dp);
+    // The agent answers the CREATE: nothing is outstanding.
+    dp.recv_msg(&change_prog(sid, sc.program_uid, None))
+        .expect("change");
+    dp.close_flow(sid).expect("close");
+    // The agent says nothing about a closed flow, well past the 50 ms timeout.
+    clock.advance_ns(500 * MS);
+    dp.poll();
+    assert!(!dp.in_fallback(), "a close is not a question");
+    assert_eq!(dp.stats().fallback_entries, 0);
+}
+
+#[test]
 fn silent_agent_means_fallback_with_backoff_then_recovery() {
     let (mut dp, script, clock) = setup();
     let (ins, sc) = install_msg(COUNTER);
