@@ -14,17 +14,21 @@
 //! `kernel_cca = "ccp"`. When the agent dies or stalls, each flow falls back to the in-kernel
 //! Reno after 500 ms, and the agent takes the flows back when it returns.
 //!
-//! SIGTERM or SIGINT stops it after a summary line (records, flows, control writes, and the
-//! control loop's p50/p99: ACK in the kernel to the agent's answer written back). Needs root
+//! SIGTERM or SIGINT stops it after a summary line (records, flows, control writes, ACKs on
+//! which the kernel applied a user-space window or ran its fallback, and the control loop's
+//! p50/p99: ACK in the kernel to the agent's answer written back, with the p50 of its two
+//! parts: the ring buffer up to the bridge, and the agent's answer). Needs root
 //! (or `CAP_BPF` + `CAP_NET_ADMIN`); exit status 2 when BPF is not available, with the reason.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ccp_datapath::kernel::{KernelBridge, KernelDatapath};
-use ccp_datapath::runtime::{Datapath, DatapathConfig, MonotonicClock, UnixTransport};
+use ccp_datapath::runtime::{
+    Clock, Datapath, DatapathConfig, MonotonicClock, Transport, UnixTransport,
+};
 use clap::Parser;
 use tracing::{info, warn};
 
@@ -75,6 +79,49 @@ fn percentile(sorted: &[u64], p: usize) -> u64 {
         return 0;
     }
     sorted[(sorted.len() - 1) * p / 100]
+}
+
+/// The summary line at exit, and the control-loop samples to `latency_out`.
+fn summarize<T: Transport, C: Clock>(
+    bridge: &KernelBridge<T, C>,
+    mut latencies: Vec<u64>,
+    parts: &[(u64, u64)],
+    latency_out: Option<&Path>,
+) {
+    latencies.sort_unstable();
+    let mut ring: Vec<u64> = parts.iter().map(|p| p.0).collect();
+    let mut agent: Vec<u64> = parts.iter().map(|p| p.1).collect();
+    ring.sort_unstable();
+    agent.sort_unstable();
+    let s = bridge.stats();
+    let k = bridge.kernel.stats().ok();
+    info!(
+        records = s.records,
+        acks = s.acks,
+        flows = s.flows_created,
+        control_writes = s.control_writes,
+        agent_writes = s.agent_writes,
+        user_acks = k.map_or(0, |k| k.user_acks),
+        fallback_acks = k.map_or(0, |k| k.fallback_acks),
+        records_dropped = k.map_or(0, |k| k.records_dropped),
+        loop_samples = latencies.len(),
+        loop_p50_us = percentile(&latencies, 50) as f64 / 1e3,
+        loop_p99_us = percentile(&latencies, 99) as f64 / 1e3,
+        ring_p50_us = percentile(&ring, 50) as f64 / 1e3,
+        agent_p50_us = percentile(&agent, 50) as f64 / 1e3,
+        per_ack_ns = s.busy_ns / s.acks.max(1),
+        "stopped"
+    );
+    if let Some(path) = latency_out {
+        let text = latencies.iter().fold(String::new(), |mut out, v| {
+            out.push_str(&v.to_string());
+            out.push('\n');
+            out
+        });
+        if let Err(e) = std::fs::write(path, text) {
+            warn!(path = %path.display(), error = %e, "cannot write the latency samples");
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -145,40 +192,7 @@ fn main() -> ExitCode {
     }
     latencies.append(&mut bridge.take_loop_latencies());
     parts.append(&mut bridge.take_loop_parts());
-    latencies.sort_unstable();
-    let mut ring: Vec<u64> = parts.iter().map(|p| p.0).collect();
-    let mut agent: Vec<u64> = parts.iter().map(|p| p.1).collect();
-    ring.sort_unstable();
-    agent.sort_unstable();
-    let s = bridge.stats();
-    let k = bridge.kernel.stats().ok();
-    info!(
-        records = s.records,
-        acks = s.acks,
-        flows = s.flows_created,
-        control_writes = s.control_writes,
-        agent_writes = s.agent_writes,
-        user_acks = k.map_or(0, |k| k.user_acks),
-        fallback_acks = k.map_or(0, |k| k.fallback_acks),
-        records_dropped = k.map_or(0, |k| k.records_dropped),
-        loop_samples = latencies.len(),
-        loop_p50_us = percentile(&latencies, 50) as f64 / 1e3,
-        loop_p99_us = percentile(&latencies, 99) as f64 / 1e3,
-        ring_p50_us = percentile(&ring, 50) as f64 / 1e3,
-        agent_p50_us = percentile(&agent, 50) as f64 / 1e3,
-        per_ack_ns = s.busy_ns / s.acks.max(1),
-        "stopped"
-    );
-    if let Some(path) = &cli.latency_out {
-        let text = latencies.iter().fold(String::new(), |mut out, v| {
-            out.push_str(&v.to_string());
-            out.push('\n');
-            out
-        });
-        if let Err(e) = std::fs::write(path, text) {
-            warn!(path = %path.display(), error = %e, "cannot write the latency samples");
-        }
-    }
+    summarize(&bridge, latencies, &parts, cli.latency_out.as_deref());
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
