@@ -32,10 +32,10 @@ type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
 struct Proc(Child, PathBuf);
 
 impl Proc {
-    fn spawn(program: &str, args: &[&str], sock: &str) -> BoxResult<Self> {
+    fn spawn(program: &str, args: &[&str], sock: &str, log: &str) -> BoxResult<Self> {
         let child = Command::new(program)
             .args(args)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", log)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()?;
@@ -154,6 +154,47 @@ fn percentile(sorted: &[u64], p: usize) -> f64 {
         .map_or(0.0, |&v| v as f64 / 1e3)
 }
 
+/// `ccp-agent --alg cubic` and `ccp-kernel-datapath` writing its loop samples to `latency`.
+fn spawn_pair(
+    agent_name: &str,
+    dp_name: &str,
+    config: &Path,
+    latency: &Path,
+) -> BoxResult<(Proc, Proc)> {
+    let agent = Proc::spawn(
+        env!("CARGO_BIN_EXE_ccp-agent"),
+        &[
+            "--ipc",
+            "unix",
+            "--alg",
+            "cubic",
+            "--name",
+            agent_name,
+            "--config",
+            &config.to_string_lossy(),
+        ],
+        agent_name,
+        "warn",
+    )?;
+    let dp = Proc::spawn(
+        env!("CARGO_BIN_EXE_ccp-kernel-datapath"),
+        &[
+            "--name",
+            dp_name,
+            "--agent",
+            agent_name,
+            "--stats-secs",
+            "0",
+            "--latency-out",
+            &latency.to_string_lossy(),
+        ],
+        dp_name,
+        // Its summary line at exit splits the control loop into its ring-buffer and agent parts.
+        "warn,ccp_kernel_datapath=info",
+    )?;
+    Ok((agent, dp))
+}
+
 fn bench_link(label: &str, link: LinkConfig, rounds: usize, span: Duration) -> BoxResult<()> {
     let testbed = match Testbed::new(TestbedConfig::new(link)) {
         Ok(t) => t,
@@ -166,34 +207,7 @@ fn bench_link(label: &str, link: LinkConfig, rounds: usize, span: Duration) -> B
     let config = std::env::temp_dir().join(format!("kbench-{pid}.toml"));
     std::fs::write(&config, "")?;
     let latency = std::env::temp_dir().join(format!("kbench-{pid}-{label}.lat"));
-    let agent = Proc::spawn(
-        env!("CARGO_BIN_EXE_ccp-agent"),
-        &[
-            "--ipc",
-            "unix",
-            "--alg",
-            "cubic",
-            "--name",
-            &agent_name,
-            "--config",
-            &config.to_string_lossy(),
-        ],
-        &agent_name,
-    )?;
-    let dp = Proc::spawn(
-        env!("CARGO_BIN_EXE_ccp-kernel-datapath"),
-        &[
-            "--name",
-            &dp_name,
-            "--agent",
-            &agent_name,
-            "--stats-secs",
-            "0",
-            "--latency-out",
-            &latency.to_string_lossy(),
-        ],
-        &dp_name,
-    )?;
+    let (agent, dp) = spawn_pair(&agent_name, &dp_name, &config, &latency)?;
     // The agent installs its programs on the datapath's READY.
     std::thread::sleep(Duration::from_millis(300));
     let (mut native, mut ccp) = (Vec::new(), Vec::new());
