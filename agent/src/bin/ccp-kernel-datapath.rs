@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! ccp-kernel-datapath [--name kernel] [--agent portus] [--alg <cca|selector>]
-//!                     [--stats-secs 10] [--latency-out FILE]
+//!                     [--stats-secs 10] [--latency-out FILE] [--busy-poll]
 //! ```
 //!
 //! It registers the BPF congestion control `ccp` (through a `struct_ops` link: it unregisters
@@ -51,6 +51,10 @@ struct Cli {
     /// Writes every control-loop sample (ns, one per line) here at exit.
     #[arg(long)]
     latency_out: Option<PathBuf>,
+    /// Never sleep: poll the ring buffer and the agent's socket in a loop (one core at 100 %),
+    /// which takes the bridge's wake-ups out of the control loop.
+    #[arg(long)]
+    busy_poll: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -168,7 +172,12 @@ fn main() -> ExitCode {
     let mut next_stats = Instant::now() + every;
     let mut result = Ok(());
     while !STOP.load(Ordering::SeqCst) {
-        if let Err(e) = bridge.step(Duration::from_millis(50)) {
+        let wait = if cli.busy_poll {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(50)
+        };
+        if let Err(e) = bridge.step(wait) {
             result = Err(e);
             break;
         }
