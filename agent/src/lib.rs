@@ -66,10 +66,12 @@ pub mod agent;
 pub mod config;
 pub mod iw;
 pub mod kernel;
+pub mod learn;
 pub mod policies;
 
 pub use agent::{
     AgentError, AgentState, DefaultAlg, IpcKind, Registry, SELECTOR, run, run_on, spawn_reloader,
 };
 pub use config::{Config, ConfigError, IpByteOrder, Preference, Preferences};
-pub use iw::{IwSource, WithIw};
+pub use iw::{IwFlow, IwSource, WithIw};
+pub use learn::{Clock, Learner, ManualClock, SystemClock, spawn_learning};
