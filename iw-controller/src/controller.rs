@@ -58,6 +58,15 @@ pub struct IwConfig {
     pub max_iw_pkts: u32,
     /// Flow-less iterations after which a group is published with the standard IW.
     pub stale_iterations: u32,
+    /// When the first grouping runs, µs after the start of its window (`None`: one grouping
+    /// period, the default). Our addition: a shorter first window forms groups sooner; its
+    /// qualification looks at the bins that window has.
+    pub first_grouping_us: Option<u64>,
+    /// Publish the standard IW for everyone until the first grouping has run (our addition;
+    /// default `false`: the group `All` learns for everyone meanwhile). The first grouping
+    /// then sees bins whose IW did not change, so its jitter measures the network alone, as
+    /// grouping on logs of servers that ran the standard IW would.
+    pub standard_iw_until_grouped: bool,
 }
 
 impl Default for IwConfig {
@@ -69,6 +78,8 @@ impl Default for IwConfig {
             default_iw_pkts: DEFAULT_IW_PKTS,
             max_iw_pkts: DEFAULT_MAX_IW_PKTS,
             stale_iterations: DEFAULT_STALE_ITERATIONS,
+            first_grouping_us: None,
+            standard_iw_until_grouped: false,
         }
     }
 }
@@ -126,6 +137,9 @@ impl IwConfig {
             }
             if g.period_us == 0 {
                 return Err(ConfigError::ZeroPeriod("grouping.period_us"));
+            }
+            if self.first_grouping_us == Some(0) {
+                return Err(ConfigError::ZeroPeriod("first_grouping_us"));
             }
             if g.max_jitter.is_nan() || g.max_jitter < 0.0 {
                 return Err(ConfigError::Jitter(g.max_jitter));
@@ -446,7 +460,8 @@ impl IwController {
         self.next_iteration_us = Some((now_us / iter_us).saturating_add(1).saturating_mul(iter_us));
         if let Some(g) = &self.config.grouping {
             self.window_start_us = now_us / g.period_us * g.period_us;
-            self.next_grouping_us = self.window_start_us.saturating_add(g.period_us);
+            let first = self.config.first_grouping_us.unwrap_or(g.period_us);
+            self.next_grouping_us = self.window_start_us.saturating_add(first);
         }
     }
 
@@ -515,7 +530,8 @@ impl IwController {
         {
             let period = g.period_us;
             let crossed = (now_us - self.next_grouping_us) / period + 1;
-            self.regroup();
+            let window_bins = (self.next_grouping_us - self.window_start_us).div_ceil(g.bin_us);
+            self.regroup(usize::try_from(window_bins).unwrap_or(usize::MAX));
             self.window_start_us = self.next_grouping_us + (crossed - 1) * period;
             self.next_grouping_us += crossed * period;
             out.regrouped = true;
@@ -541,8 +557,8 @@ impl IwController {
         self.stats.iterations += crossed;
     }
 
-    /// Reruns the grouping on the current window's bins and clears them.
-    fn regroup(&mut self) {
+    /// Reruns the grouping on the current window's first `window_bins` bins and clears them.
+    fn regroup(&mut self, window_bins: usize) {
         let Some(config) = &self.config.grouping else {
             return;
         };
@@ -550,6 +566,7 @@ impl IwController {
         let to_samples = |series: &[FlowStats]| -> Vec<BinSample> {
             series
                 .iter()
+                .take(window_bins)
                 .map(|b| BinSample {
                     count: b.count,
                     reward_sum: if b.count == 0 {
@@ -605,7 +622,9 @@ impl IwController {
 
     /// The IW published for group `g`, packets, in `[1, max_iw_pkts]`.
     fn group_iw(&self, g: usize) -> u32 {
-        let iw = if self.is_stale(g) {
+        let before_grouping = self.config.grouping.is_some() && self.stats.regroupings == 0;
+        let iw = if self.is_stale(g) || (self.config.standard_iw_until_grouped && before_grouping)
+        {
             self.config.default_iw_pkts
         } else {
             self.groups[g].bandit.current_iw()

@@ -3,6 +3,8 @@
 //! Every key is optional; the defaults are TCP-RL's online parameters (`PAPERS.md` §1.1,
 //! "Parameters used") and the controller's documented choices (`iw_controller` crate doc).
 //! Durations are seconds (fractions allowed, so tests can run iterations of a second).
+//! `max_step_multiplier`, `first_grouping_secs` and `standard_iw_until_grouped` are our
+//! additions to TCP-RL (see `iw_controller`); their defaults keep the paper's behaviour.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -82,6 +84,9 @@ pub(super) struct RawLearning {
     save_table: Option<PathBuf>,
     max_records_per_iteration: Option<i64>,
     long_flow_secs: Option<f64>,
+    max_step_multiplier: Option<i64>,
+    first_grouping_secs: Option<f64>,
+    standard_iw_until_grouped: Option<bool>,
 }
 
 /// A duration in seconds -> µs: finite, at least 1 ms, at most a year.
@@ -149,6 +154,11 @@ pub(super) fn learn_settings(
         default_iw_pkts: default_iw,
         max_iw_pkts: max_iw,
         stale_iterations: u32::try_from(stale).unwrap_or(u32::MAX),
+        first_grouping_us: raw
+            .first_grouping_secs
+            .map(|f| secs("first_grouping_secs", Some(f), 0))
+            .transpose()?,
+        standard_iw_until_grouped: raw.standard_iw_until_grouped.unwrap_or(false),
     };
     controller
         .validate()
@@ -224,6 +234,16 @@ fn bandit(raw: &RawLearning, max_iw: u32) -> Result<BanditConfig, ConfigError> {
             arms
         }
     };
+    let mult = count("max_step_multiplier", raw.max_step_multiplier, 1, 1)?;
+    let max_step_multiplier = u32::try_from(mult)
+        .ok()
+        .filter(|m| *m <= max_iw)
+        .ok_or_else(|| {
+            field(
+                "iw.learning.max_step_multiplier",
+                format!("must be in 1..={max_iw}"),
+            )
+        })?;
     let delta_pkts = count("step", raw.step, 0, u64::from(db.delta_pkts))?;
     let delta_pkts = u32::try_from(delta_pkts)
         .ok()
@@ -236,6 +256,7 @@ fn bandit(raw: &RawLearning, max_iw: u32) -> Result<BanditConfig, ConfigError> {
         initial_arms_pkts,
         delta_pkts,
         max_iw_pkts: max_iw,
+        max_step_multiplier,
         ..db
     })
 }
