@@ -209,10 +209,16 @@ fn consecutive_slides_double_the_step_up_to_the_cap() {
                 largest.push(top);
             }
         }
-        largest.windows(2).map(|w| w[1] - w[0]).collect::<Vec<u32>>()
+        largest
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .collect::<Vec<u32>>()
     };
     let plain = added(1);
-    assert!(plain.len() >= 3 && plain.iter().all(|&d| d == 5), "{plain:?}");
+    assert!(
+        plain.len() >= 3 && plain.iter().all(|&d| d == 5),
+        "{plain:?}"
+    );
     let fast = added(4);
     assert!(fast.len() >= 5, "{fast:?}");
     assert_eq!(&fast[..5], &[5, 10, 20, 20, 20], "{fast:?}");

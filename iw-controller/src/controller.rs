@@ -28,6 +28,7 @@
 //! - The reward normalization of the grouping's bins uses the extremes over all flows; each
 //!   bandit normalizes with its own group's extremes.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -67,6 +68,9 @@ pub struct IwConfig {
     /// then sees bins whose IW did not change, so its jitter measures the network alone, as
     /// grouping on logs of servers that ran the standard IW would.
     pub standard_iw_until_grouped: bool,
+    /// A group that a regrouping creates starts from a copy of the bandit of the old group
+    /// that covered most of its leaves (our addition; default `false`: from the initial arms).
+    pub warm_start: bool,
 }
 
 impl Default for IwConfig {
@@ -80,6 +84,7 @@ impl Default for IwConfig {
             stale_iterations: DEFAULT_STALE_ITERATIONS,
             first_grouping_us: None,
             standard_iw_until_grouped: false,
+            warm_start: false,
         }
     }
 }
@@ -599,12 +604,35 @@ impl IwController {
             .collect();
         let unknown = to_samples(&self.unknown_bins);
         let result = group(&leaves, &unknown, config);
+        // For a warm start: the old group covering most of each new group's leaves.
+        let ancestors: Vec<Option<DiscountedUcb>> = result
+            .groups
+            .iter()
+            .map(|found| {
+                if !self.config.warm_start {
+                    return None;
+                }
+                let mut votes: HashMap<usize, usize> = HashMap::new();
+                for &l in &found.leaves {
+                    if let Some(Some(g)) = self.leaf_group.get(l) {
+                        *votes.entry(*g).or_default() += 1;
+                    }
+                }
+                let best = votes.into_iter().max_by_key(|&(g, n)| (n, Reverse(g)));
+                best.and_then(|(g, _)| self.groups.get(g))
+                    .map(|g| g.bandit.clone())
+            })
+            .collect();
         let mut old: HashMap<String, GroupState> =
             self.groups.drain(..).map(|g| (g.name.clone(), g)).collect();
-        for found in &result.groups {
-            let mut state = old
-                .remove(&found.name)
-                .unwrap_or_else(|| GroupState::new(found.name.clone(), &self.config.bandit));
+        for (found, ancestor) in result.groups.iter().zip(ancestors) {
+            let mut state = old.remove(&found.name).unwrap_or_else(|| {
+                let mut fresh = GroupState::new(found.name.clone(), &self.config.bandit);
+                if let Some(b) = ancestor {
+                    fresh.bandit = b;
+                }
+                fresh
+            });
             state.leaves = found.leaves.len();
             state.includes_unknown = found.includes_unknown;
             self.groups.push(state);
@@ -623,8 +651,7 @@ impl IwController {
     /// The IW published for group `g`, packets, in `[1, max_iw_pkts]`.
     fn group_iw(&self, g: usize) -> u32 {
         let before_grouping = self.config.grouping.is_some() && self.stats.regroupings == 0;
-        let iw = if self.is_stale(g) || (self.config.standard_iw_until_grouped && before_grouping)
-        {
+        let iw = if self.is_stale(g) || (self.config.standard_iw_until_grouped && before_grouping) {
             self.config.default_iw_pkts
         } else {
             self.groups[g].bandit.current_iw()

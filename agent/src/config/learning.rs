@@ -3,8 +3,9 @@
 //! Every key is optional; the defaults are TCP-RL's online parameters (`PAPERS.md` §1.1,
 //! "Parameters used") and the controller's documented choices (`iw_controller` crate doc).
 //! Durations are seconds (fractions allowed, so tests can run iterations of a second).
-//! `max_step_multiplier`, `first_grouping_secs` and `standard_iw_until_grouped` are our
-//! additions to TCP-RL (see `iw_controller`); their defaults keep the paper's behaviour.
+//! `first_grouping_secs`, `standard_iw_until_grouped`, `scale_from_means`,
+//! `max_step_multiplier` and `warm_start` are our additions to TCP-RL (see `iw_controller` and
+//! `docs/iw.md`); their defaults keep the paper's behaviour.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -87,6 +88,8 @@ pub(super) struct RawLearning {
     max_step_multiplier: Option<i64>,
     first_grouping_secs: Option<f64>,
     standard_iw_until_grouped: Option<bool>,
+    scale_from_means: Option<bool>,
+    warm_start: Option<bool>,
 }
 
 /// A duration in seconds -> µs: finite, at least 1 ms, at most a year.
@@ -159,6 +162,7 @@ pub(super) fn learn_settings(
             .map(|f| secs("first_grouping_secs", Some(f), 0))
             .transpose()?,
         standard_iw_until_grouped: raw.standard_iw_until_grouped.unwrap_or(false),
+        warm_start: raw.warm_start.unwrap_or(false),
     };
     controller
         .validate()
@@ -257,6 +261,7 @@ fn bandit(raw: &RawLearning, max_iw: u32) -> Result<BanditConfig, ConfigError> {
         delta_pkts,
         max_iw_pkts: max_iw,
         max_step_multiplier,
+        scale_from_means: raw.scale_from_means.unwrap_or(false),
         ..db
     })
 }

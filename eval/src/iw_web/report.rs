@@ -406,8 +406,8 @@ pub fn markdown(res: &IwWebResult, runtime_s: f64) -> String {
         md,
         "{} subnets ({} provinces x {} ISPs x {} subnets), {:.1} virtual hours, {} flows, \
          {} bins of {} min; TCP-RL grouping every {} min (S_min {}, T {}); sender {:?}; \
-         Optimal over IWs {:?}. TCP-RL+ (ours): standard IW until a first grouping after 3 \
-         bins, slides doubling up to 8 x Delta. About {} flows simulated and {} served from the memo (two \
+         Optimal over IWs {:?}. TCP-RL+ (ours): standard IW until a first grouping after 2 \
+         bins, reward scaled by the extremes of iteration means. About {} flows simulated and {} served from the memo (two \
          threads may both simulate the same flow); {:.1} s wall time.\n",
         res.subnets.len(),
         c.population.provinces,
