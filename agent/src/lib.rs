@@ -68,6 +68,12 @@
 //! save_table = "iw.csv"        # write the learned table here after every iteration
 //! max_records_per_iteration = 100000  # more are dropped and counted
 //! long_flow_secs = 10          # a flow still open then is recorded then
+//! # our additions (docs/iw.md, TCP-RL+); the defaults keep TCP-RL as specified
+//! first_grouping_secs = 1200   # first grouping sooner (default: one grouping period)
+//! standard_iw_until_grouped = false
+//! scale_from_means = false     # reward extremes of iteration means, not single flows
+//! max_step_multiplier = 1      # accelerated sliding
+//! warm_start = false           # new groups copy the covering old group's bandit
 //! ```
 //!
 //! Relative paths are taken from the config file's folder. `selector.candidates` is read at
