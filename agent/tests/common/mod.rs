@@ -1,5 +1,7 @@
 //! The `ccp-agent` binary as a child process of a test: spawn, signal, watch its log.
 
+pub(crate) mod learning;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
