@@ -216,7 +216,7 @@ impl FlowTracker {
             self.last_ack_us = now;
         }
         self.lost_pkts = self.lost_pkts.saturating_add(m.lost_pkts);
-        self.timeouts += u64::from(m.timeout);
+        self.timeouts = self.timeouts.saturating_add(u64::from(m.timeout));
         if m.min_rtt_us > 0 && (self.min_rtt_us == 0 || m.min_rtt_us < self.min_rtt_us) {
             self.min_rtt_us = m.min_rtt_us;
         }
@@ -229,7 +229,7 @@ impl FlowTracker {
             };
             self.last_rtt_us = m.rtt_us;
             self.rtt_sum_us += rtt;
-            self.rtt_samples += 1;
+            self.rtt_samples = self.rtt_samples.saturating_add(1);
             if self.min_rtt_us == 0 || m.rtt_us < self.min_rtt_us {
                 self.min_rtt_us = m.rtt_us;
             }
@@ -282,7 +282,7 @@ impl FlowTracker {
             last_rtt_us: self.last_rtt_us,
             srtt_us: self.srtt_us,
             lost_pkts: self.lost_pkts,
-            loss_rate: self.lost_pkts as f64 / (self.lost_pkts + acked_pkts) as f64,
+            loss_rate: self.lost_pkts as f64 / self.lost_pkts.saturating_add(acked_pkts) as f64,
             timeouts: self.timeouts,
             complete,
         })

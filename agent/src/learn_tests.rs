@@ -373,3 +373,35 @@ fn bad_learning_settings_are_config_errors_naming_the_field() {
     assert!(l.geo.is_empty() && l.records.is_none() && l.save_table.is_none());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn absurd_reports_do_not_panic() {
+    let dir = temp_dir("absurd");
+    let c = config(&dir, "levels = []");
+    let clock = Arc::new(ManualClock::new(u64::MAX - 10));
+    let (learner, _) = learner(&c, clock.clone());
+    let open = FlowOpen {
+        client: DEEP,
+        dst_port: 0,
+        mss_bytes: 1,
+        iw_pkts: 1,
+    };
+    let mut t = FlowTracker::new(learner.clone(), open);
+    let m = Measurement {
+        acked_bytes: u64::MAX,
+        lost_pkts: u64::MAX,
+        timeout: true,
+        rtt_us: u64::MAX,
+        min_rtt_us: u64::MAX,
+        ..Measurement::default()
+    };
+    t.observe(&m);
+    t.observe(&m);
+    clock.set(u64::MAX);
+    t.close();
+    learner.tick();
+    let c = learner.counters();
+    let seen = c.records.load(Ordering::Relaxed) + c.rejected.load(Ordering::Relaxed);
+    assert_eq!(seen, 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

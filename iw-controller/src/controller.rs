@@ -527,7 +527,7 @@ impl IwController {
         if now_us >= next {
             let crossed = (now_us - next) / iter_us + 1;
             self.end_iteration(crossed);
-            self.next_iteration_us = Some(next + crossed * iter_us);
+            self.next_iteration_us = Some(next.saturating_add(crossed.saturating_mul(iter_us)));
             out.iterations = crossed;
         }
         if let Some(g) = &self.config.grouping
@@ -535,10 +535,15 @@ impl IwController {
         {
             let period = g.period_us;
             let crossed = (now_us - self.next_grouping_us) / period + 1;
-            let window_bins = (self.next_grouping_us - self.window_start_us).div_ceil(g.bin_us);
+            let window_bins =
+                (self.next_grouping_us.saturating_sub(self.window_start_us)).div_ceil(g.bin_us);
             self.regroup(usize::try_from(window_bins).unwrap_or(usize::MAX));
-            self.window_start_us = self.next_grouping_us + (crossed - 1) * period;
-            self.next_grouping_us += crossed * period;
+            self.window_start_us = self
+                .next_grouping_us
+                .saturating_add((crossed - 1).saturating_mul(period));
+            self.next_grouping_us = self
+                .next_grouping_us
+                .saturating_add(crossed.saturating_mul(period));
             out.regrouped = true;
         }
         if out.iterations > 0 || out.regrouped {
