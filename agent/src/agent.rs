@@ -19,6 +19,7 @@ use tracing::{info, warn};
 use crate::config::{ALGORITHMS, Config, ConfigError, IpByteOrder, Preferences};
 use crate::iw::{IwSource, WithIw};
 use crate::kernel::{KernelIw, KernelIwError};
+use crate::learn::{Clock, Learner, Publish, SystemClock};
 use crate::policies::{self, PolicyContext, PolicyError};
 
 /// Name of the selector algorithm, as `--alg` and datapaths ask for it.
@@ -85,6 +86,8 @@ pub struct AgentState {
     /// `iw.kernel_cgroup` as configured at start, and the program attached there.
     kernel_cgroup: Option<PathBuf>,
     kernel: Option<Arc<KernelIw>>,
+    /// The learning loop's clock (`iw.learn`).
+    clock: Arc<dyn Clock>,
 }
 
 /// A config with its policy built: what a (re)load produces before anything is replaced.
@@ -93,9 +96,29 @@ struct Loaded {
     factory: ccp_selector::PolicyFactory,
 }
 
+/// What a (re)load does with the IW learning loop.
+enum LearnPlan {
+    /// Learning is off: the configured table is served.
+    Off,
+    /// The running learner has the same settings: it keeps learning, its table stays.
+    Keep,
+    /// A new learner (fresh controller) starts from the configured table.
+    New(Arc<Learner>),
+}
+
 impl AgentState {
-    /// Loads `config_path`; `ipc` decides how addresses are read unless the config says.
+    /// Loads `config_path`; `ipc` decides how addresses are read unless the config says. The
+    /// IW learning loop (`iw.learn`) reads the wall clock.
     pub fn load(config_path: &Path, ipc: IpcKind) -> Result<Self, AgentError> {
+        Self::load_with_clock(config_path, ipc, Arc::new(SystemClock))
+    }
+
+    /// [`AgentState::load`] with the learning loop reading `clock` (tests).
+    pub fn load_with_clock(
+        config_path: &Path,
+        ipc: IpcKind,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, AgentError> {
         let config = Config::load(config_path)?;
         let candidates = config.candidates.clone();
         let loaded = Self::build(config, &candidates)?;
@@ -121,9 +144,39 @@ impl AgentState {
             preferences: Arc::default(),
             kernel_cgroup,
             kernel,
+            clock,
         };
-        state.install(loaded);
+        let plan = state.plan_learning(&loaded.config)?;
+        state.install(loaded, plan);
         Ok(state)
+    }
+
+    fn plan_learning(&self, config: &Config) -> Result<LearnPlan, AgentError> {
+        let Some((iw, settings)) = config
+            .iw
+            .as_ref()
+            .and_then(|iw| iw.learning.as_ref().map(|l| (iw, l)))
+        else {
+            return Ok(LearnPlan::Off);
+        };
+        let order = iw.ip_byte_order.unwrap_or(self.default_order);
+        if let Some(running) = self.iw.learner()
+            && running.settings() == settings
+            && running.publishes_like(order, iw.kernel_cca.as_deref())
+        {
+            return Ok(LearnPlan::Keep);
+        }
+        let learner = Learner::new(
+            settings.clone(),
+            self.clock.clone(),
+            Publish {
+                iw: self.iw.clone(),
+                order,
+                kernel: self.kernel.clone(),
+                kernel_cca: iw.kernel_cca.clone(),
+            },
+        )?;
+        Ok(LearnPlan::New(Arc::new(learner)))
     }
 
     fn build(config: Config, candidates: &[&'static str]) -> Result<Loaded, AgentError> {
@@ -138,14 +191,31 @@ impl AgentState {
         Ok(Loaded { config, factory })
     }
 
-    fn install(&self, loaded: Loaded) {
+    fn install(&self, loaded: Loaded, plan: LearnPlan) {
         let Loaded { config, factory } = loaded;
         self.policy.replace(factory, config.hysteresis);
-        self.iw.replace(
-            config
-                .iw
-                .map(|iw| (iw.table, iw.ip_byte_order.unwrap_or(self.default_order))),
-        );
+        let table = config
+            .iw
+            .map(|iw| (iw.table, iw.ip_byte_order.unwrap_or(self.default_order)));
+        let previous = match plan {
+            LearnPlan::Keep => None,
+            LearnPlan::Off => {
+                self.iw.replace(table);
+                self.iw.set_learner(None)
+            }
+            LearnPlan::New(learner) => {
+                self.iw.replace(table);
+                info!(
+                    iteration_secs = learner.settings().controller.iteration_us as f64 / 1e6,
+                    geo = ?learner.settings().geo_path,
+                    "IW learning started"
+                );
+                self.iw.set_learner(Some(learner))
+            }
+        };
+        if let Some(old) = previous {
+            old.flush();
+        }
         *self
             .preferences
             .write()
@@ -157,7 +227,10 @@ impl AgentState {
     /// a reload that changes them applies everything else and says so; so is
     /// `iw.kernel_cgroup`. With a kernel cgroup attached, the new table (and `iw.kernel_cca`) is
     /// published there first; if the kernel refuses it, the reload fails and the old table
-    /// stays everywhere.
+    /// stays everywhere. With `iw.learn`, a reload whose `[iw.learning]` settings (and feature
+    /// file contents, address encoding, kernel CCA) are unchanged keeps the running learner
+    /// and its learned table; any change starts a fresh learner from `iw.table`, and turning
+    /// learning off serves `iw.table` again.
     pub fn reload(&self) -> Result<(), AgentError> {
         let config = Config::load(&self.config_path)?;
         if config.candidates != self.candidates {
@@ -168,6 +241,7 @@ impl AgentState {
             );
         }
         let loaded = Self::build(config, &self.candidates)?;
+        let plan = self.plan_learning(&loaded.config)?;
         let iw = loaded.config.iw.as_ref();
         let configured = iw.and_then(|iw| iw.kernel_cgroup.as_ref());
         if configured != self.kernel_cgroup.as_ref() {
@@ -178,12 +252,17 @@ impl AgentState {
             );
         }
         if let Some(k) = &self.kernel {
+            // A learner that keeps running keeps its learned table in the kernel too.
+            let learned = match plan {
+                LearnPlan::Keep => self.iw.current().map(|(t, _)| t),
+                LearnPlan::Off | LearnPlan::New(_) => None,
+            };
             k.publish(
-                iw.map(|iw| &iw.table),
+                learned.as_deref().or(iw.map(|iw| &iw.table)),
                 iw.and_then(|iw| iw.kernel_cca.as_deref()),
             )?;
         }
-        self.install(loaded);
+        self.install(loaded, plan);
         Ok(())
     }
 
@@ -218,6 +297,9 @@ impl AgentState {
     /// Detaches the kernel IW table and removes its cgroup (nothing without one). Called when
     /// the agent stops.
     pub fn shutdown(&self) {
+        if let Some(l) = self.iw.learner() {
+            l.flush();
+        }
         if let Some(k) = &self.kernel {
             k.detach();
         }

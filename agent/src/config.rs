@@ -12,6 +12,10 @@ use ccp_selector::HysteresisConfig;
 use iw_controller::{DEFAULT_IW_PKTS, DEFAULT_MAX_IW_PKTS, IwTable};
 use serde::Deserialize;
 
+mod learning;
+
+pub use learning::{DEFAULT_LONG_FLOW_SECS, DEFAULT_MAX_RECORDS_PER_ITERATION, LearnSettings};
+
 /// Names of the nine algorithms of the suite, as portus registers them.
 pub const ALGORITHMS: [&str; 9] = [
     "reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace",
@@ -143,6 +147,9 @@ pub struct IwSettings {
     /// `iw.kernel_cca`: the congestion control (`TCP_CONGESTION`) the sockops program gives
     /// every connection in `kernel_cgroup` (its policy for port 0); `None`: the system default.
     pub kernel_cca: Option<String>,
+    /// `iw.learn = true`: the `[iw.learning]` settings; the agent then learns the table from
+    /// the flows it sees (`table` is only the starting point).
+    pub learning: Option<LearnSettings>,
 }
 
 /// A validated `agent.toml`.
@@ -212,6 +219,8 @@ struct RawIw {
     ip_byte_order: Option<String>,
     kernel_cgroup: Option<PathBuf>,
     kernel_cca: Option<String>,
+    learn: Option<bool>,
+    learning: Option<learning::RawLearning>,
 }
 
 impl Config {
@@ -357,8 +366,28 @@ fn iw_settings(raw: RawIw, base: &Path) -> Result<IwSettings, ConfigError> {
             ));
         }
     };
+    let learning = match (raw.learn, raw.learning) {
+        (Some(true), l) => Some(learning::learn_settings(
+            l.unwrap_or_default(),
+            base,
+            default_iw,
+            max_iw,
+        )?),
+        (None | Some(false), Some(_)) => {
+            return Err(field(
+                "iw.learning",
+                "is only read with iw.learn = true (set it, or remove the section)",
+            ));
+        }
+        (None | Some(false), None) => None,
+    };
+    let saved = learning.as_ref().and_then(|l| l.save_table.as_deref());
     let table = match raw.table {
         None => IwTable::uniform(default_iw, max_iw),
+        // The learned table is saved where the table is read: missing before the first save.
+        Some(p) if Some(base.join(&p).as_path()) == saved && !base.join(&p).exists() => {
+            IwTable::uniform(default_iw, max_iw)
+        }
         Some(p) => read_table(&base.join(p), default_iw, max_iw)?,
     };
     let kernel_cgroup = match raw.kernel_cgroup {
@@ -394,6 +423,7 @@ fn iw_settings(raw: RawIw, base: &Path) -> Result<IwSettings, ConfigError> {
         ip_byte_order,
         kernel_cgroup,
         kernel_cca,
+        learning,
     })
 }
 

@@ -8,23 +8,31 @@
 //! `DatapathInfo::init_cwnd` and sends that window inside its first CHANGE_PROG, so the IW
 //! travels in the first program change, for datapaths that cannot consult the table
 //! themselves.
+//!
+//! With a [`Learner`] installed (`iw.learn = true`), each flow is also followed by a
+//! [`FlowTracker`] from its creation through its reports to its close, which makes the flow
+//! record the learner learns from (see [`crate::learn`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use ccp_algorithms::MeasuredFlow;
 use iw_controller::IwTable;
 use portus::ipc::Ipc;
-use portus::{CongAlg, Datapath, DatapathInfo};
+use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
 
 use crate::config::IpByteOrder;
+use crate::learn::{FlowOpen, FlowTracker, Learner};
 
 /// A published table and how CREATE encodes the addresses looked up in it.
 type Published = Option<(Arc<IwTable>, IpByteOrder)>;
 
 /// The table new flows are looked up in, replaceable at reload; `None`: leave `init_cwnd`.
+/// With learning on, it also holds the [`Learner`] that new flows report to.
 #[derive(Debug, Clone, Default)]
 pub struct IwSource {
     slot: Arc<RwLock<Published>>,
+    learner: Arc<RwLock<Option<Arc<Learner>>>>,
 }
 
 impl IwSource {
@@ -39,6 +47,27 @@ impl IwSource {
     pub fn replace(&self, table: Option<(IwTable, IpByteOrder)>) {
         *self.slot.write().unwrap_or_else(PoisonError::into_inner) =
             table.map(|(t, o)| (Arc::new(t), o));
+    }
+
+    /// Replaces the table with an already shared one (the learner's).
+    pub fn publish(&self, table: Option<(Arc<IwTable>, IpByteOrder)>) {
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = table;
+    }
+
+    /// The learner new flows report to (`None`: learning is off).
+    pub fn learner(&self) -> Option<Arc<Learner>> {
+        self.learner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Installs (or removes) the learner; returns the previous one.
+    pub fn set_learner(&self, learner: Option<Arc<Learner>>) -> Option<Arc<Learner>> {
+        std::mem::replace(
+            &mut *self.learner.write().unwrap_or_else(PoisonError::into_inner),
+            learner,
+        )
     }
 
     /// The current table and address encoding.
@@ -93,8 +122,11 @@ impl<A> WithIw<A> {
     }
 }
 
-impl<I: Ipc, A: CongAlg<I>> CongAlg<I> for WithIw<A> {
-    type Flow = A::Flow;
+impl<I: Ipc, A: CongAlg<I>> CongAlg<I> for WithIw<A>
+where
+    A::Flow: MeasuredFlow,
+{
+    type Flow = IwFlow<A::Flow>;
 
     fn name() -> &'static str {
         A::name()
@@ -105,7 +137,54 @@ impl<I: Ipc, A: CongAlg<I>> CongAlg<I> for WithIw<A> {
     }
 
     fn new_flow(&self, datapath: Datapath<I>, info: DatapathInfo) -> Self::Flow {
-        self.inner.new_flow(datapath, self.iw.adjust(info))
+        let info = self.iw.adjust(info);
+        let tracker = self.iw.learner().and_then(|learner| {
+            let (_, order) = self.iw.current()?;
+            let mss_bytes = info.mss.max(1);
+            let open = FlowOpen {
+                client: order.decode(info.dst_ip),
+                dst_port: u16::try_from(info.dst_port).unwrap_or(0),
+                mss_bytes,
+                iw_pkts: (info.init_cwnd / mss_bytes).max(1),
+            };
+            Some(FlowTracker::new(learner, open))
+        });
+        IwFlow {
+            inner: self.inner.new_flow(datapath, info),
+            tracker,
+        }
+    }
+}
+
+/// A flow of [`WithIw`]: the wrapped algorithm's flow, followed by a [`FlowTracker`] when
+/// learning is on.
+pub struct IwFlow<F> {
+    inner: F,
+    tracker: Option<FlowTracker>,
+}
+
+impl<F> IwFlow<F> {
+    /// The wrapped algorithm's flow.
+    pub fn inner(&self) -> &F {
+        &self.inner
+    }
+}
+
+impl<F: Flow + MeasuredFlow> Flow for IwFlow<F> {
+    fn on_report(&mut self, sock_id: u32, report: Report) {
+        self.inner.on_report(sock_id, report);
+        if let Some(t) = &mut self.tracker
+            && let Some(m) = self.inner.take_measurement()
+        {
+            t.observe(&m);
+        }
+    }
+
+    fn close(&mut self) {
+        self.inner.close();
+        if let Some(mut t) = self.tracker.take() {
+            t.close();
+        }
     }
 }
 

@@ -11,7 +11,8 @@
 //!   `netlink` and `char` (`/dev/ccpkp`) talk to ccp-kernel. Only unix is tested here.
 //! - `--alg`: reno, cubic, bbr, copa, vegas, westwood, illinois, c2tcp, vivace or selector.
 //! - SIGHUP re-reads the config (and the models it names). New flows get the new policy,
-//!   hysteresis, preferences and IW table; running flows keep theirs. A config or model that
+//!   hysteresis, preferences and IW table; running flows keep theirs. With `iw.learn`, unchanged
+//!   `[iw.learning]` settings keep the running learner and its table; changed ones restart it. A config or model that
 //!   does not load is logged (`tracing`, stderr) and the previous one stays.
 //! - A bad config at start is one line on stderr naming the field, and exit status 2; so is an
 //!   `iw.kernel_cgroup` that cannot be attached (not root, no BPF sockops or cgroup v2, a build
@@ -47,6 +48,32 @@
 //!                              # start: TCP connections of processes in it get this table's IW
 //!                              # (sockops, TCP_BPF_IW); feature `kernel`, root; see [`kernel`]
 //! kernel_cca = "cubic"         # and this congestion control (needs kernel_cgroup)
+//! learn = true                 # learn the table from the flows seen (TCP-RL); see [`learn`]
+//!
+//! [iw.learning]                # read only with learn = true; defaults: TCP-RL's online ones
+//! geo = "geo.csv"              # start,end,subnet,isp,province (without it: one group All)
+//! levels = ["province", "isp", "subnet"]  # group tree below All; [] = no grouping
+//! iteration_secs = 600         # bandit step (fractions allowed)
+//! alpha = 0.8                  # reward: alpha tput/tput_max + (1 - alpha) rtt_min/rtt
+//! xi = 0.1                     # exploration constant
+//! gamma = 0.95                 # discount
+//! initial_arms = [5, 10, 15, 20]  # packets, distinct, each in 1..=max_iw
+//! step = 5                     # sliding step Delta, packets (0: no sliding)
+//! grouping_period_secs = 86400 # how often the groups are recomputed
+//! bin_secs = 600               # time bin of the qualification test
+//! min_samples = 100            # S_min per bin
+//! max_jitter = 0.1             # T
+//! stale_iterations = 3         # flow-less iterations before a group gets default_iw
+//! records = "flows.csv"        # append every flow record here (created at start)
+//! save_table = "iw.csv"        # write the learned table here after every iteration
+//! max_records_per_iteration = 100000  # more are dropped and counted
+//! long_flow_secs = 10          # a flow still open then is recorded then
+//! # our additions (docs/iw.md, TCP-RL+); the defaults keep TCP-RL as specified
+//! first_grouping_secs = 1200   # first grouping sooner (default: one grouping period)
+//! standard_iw_until_grouped = false
+//! scale_from_means = false     # reward extremes of iteration means, not single flows
+//! max_step_multiplier = 1      # accelerated sliding
+//! warm_start = false           # new groups copy the covering old group's bandit
 //! ```
 //!
 //! Relative paths are taken from the config file's folder. `selector.candidates` is read at
@@ -57,6 +84,8 @@
 //! - [`config`]: parsing and validation, one error per field.
 //! - [`policies`]: `selector.policy` -> a policy factory, one match arm per policy.
 //! - [`iw`]: [`WithIw`], the IW at flow creation through `DatapathInfo::init_cwnd`.
+//! - [`learn`]: `iw.learn`, the learning loop: flow records from reports and closes, the
+//!   `IwController`, the learned table published every iteration ([`spawn_learning`]).
 //! - [`kernel`]: `iw.kernel_cgroup`, the same table for real kernel TCP connections through a
 //!   sockops program on a cgroup v2 (`TCP_BPF_IW`; cargo feature `kernel`, Linux, root).
 //! - [`agent`]: the reloadable [`AgentState`], the registry of algorithms, the SIGHUP
@@ -66,10 +95,12 @@ pub mod agent;
 pub mod config;
 pub mod iw;
 pub mod kernel;
+pub mod learn;
 pub mod policies;
 
 pub use agent::{
     AgentError, AgentState, DefaultAlg, IpcKind, Registry, SELECTOR, run, run_on, spawn_reloader,
 };
 pub use config::{Config, ConfigError, IpByteOrder, Preference, Preferences};
-pub use iw::{IwSource, WithIw};
+pub use iw::{IwFlow, IwSource, WithIw};
+pub use learn::{Clock, Learner, ManualClock, SystemClock, spawn_learning};

@@ -57,6 +57,11 @@ fn main() -> ExitCode {
         state.shutdown();
         return ExitCode::from(1);
     }
+    if let Err(e) = ccp_agent::spawn_learning(state.iw().clone()) {
+        eprintln!("ccp-agent: cannot start the IW learning thread: {e}");
+        state.shutdown();
+        return ExitCode::from(1);
+    }
     info!(ipc = ?cli.ipc, alg = %cli.alg, name = %cli.name, "ccp-agent starting");
     let result = ccp_agent::run(cli.ipc, &cli.name, default, Arc::new(AtomicBool::new(true)));
     state.shutdown();

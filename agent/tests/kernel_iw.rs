@@ -202,3 +202,56 @@ fn an_unusable_kernel_cgroup_fails_the_start() {
     assert!(!dir.join("not-a-cgroup").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `iw.learn` with `iw.kernel_cgroup`: the table the agent learns from closed flows (of this
+/// project's datapath runtime, over unix sockets) is republished to the kernel, so a real TCP
+/// connection in the cgroup starts from the learned IW (30: the only arm; everyone is in the
+/// group `All`, so 127.0.0.1 too).
+#[test]
+fn the_learned_table_reaches_kernel_connections() {
+    use common::learning::{LEARNED_IW, datapath, learn, short_flow, write_config};
+    const TEST: &str = "the_learned_table_reaches_kernel_connections";
+    if std::env::var_os(PROBE_ADDR).is_some() {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIP {TEST}: not root, cannot attach sockops to a cgroup");
+        return;
+    }
+    let Some(root) = cgroup2_mount() else {
+        println!("SKIP {TEST}: no cgroup v2 mounted");
+        return;
+    };
+    let tag = format!("ccp-agent-iw-learn-{}", std::process::id());
+    let cgroup = root.join(&tag);
+    let dir = std::env::temp_dir().join(&tag);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = write_config(&dir, &format!("kernel_cgroup = \"{}\"\n", cgroup.display()));
+    let agent_name = format!("{tag}-agent");
+    let mut agent = Agent::spawn("cubic", &config, &agent_name);
+    if let Err(status) = agent.wait_for_line("IW table published to the kernel", 1) {
+        let log = agent.log();
+        if status.code() == Some(2) && log.contains("needs root or CAP_BPF") {
+            println!("SKIP {TEST}: sockops unavailable here: {log}");
+            return;
+        }
+        panic!("agent exited with {status}: {log}");
+    }
+    agent.wait_bound();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let before = probe(&cgroup, &listener);
+    assert_eq!(before.0, 10, "the configured default before learning");
+
+    let mut dp = datapath(&format!("{tag}-dp"), &agent_name);
+    learn(&mut dp, &dir);
+    let learned = probe(&cgroup, &listener);
+    println!("before learning: {before:?}; after: {learned:?}");
+    assert_eq!(learned.0, LEARNED_IW, "the kernel got the learned table");
+    assert!(agent.log().contains("IW table republished to the kernel"));
+    // Flows keep closing, so the table stays learned for CCP flows too.
+    assert_eq!(short_flow(&mut dp), LEARNED_IW);
+    drop(agent);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,6 +7,9 @@
 //! carries `Cwnd` and `Rate` inside the CHANGE_PROG (an UPDATE_FIELD sent just before it would
 //! be discarded by the datapath); otherwise they go as one UPDATE_FIELD. Reports that still
 //! carry an older program's uid are dropped and counted, never unwrapped.
+//!
+//! Each flow keeps the measurement of the latest report it decoded until an observer takes it
+//! ([`MeasuredFlow`]): the agent's IW learner builds its flow records from them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -62,6 +65,21 @@ pub struct CcpFlow<I: Ipc> {
     link: ProgramLink<I>,
     alg: Box<dyn Algorithm>,
     counters: Arc<AdapterCounters>,
+    last: Option<Measurement>,
+}
+
+/// A portus flow that lets an observer see what it measured: the decoded measurement of the
+/// latest report handed to `on_report`, once.
+pub trait MeasuredFlow {
+    /// The measurement of the latest report, if it was decoded and not taken yet (`None` after
+    /// a stale or unreadable report).
+    fn take_measurement(&mut self) -> Option<Measurement>;
+}
+
+impl<I: Ipc> MeasuredFlow for CcpFlow<I> {
+    fn take_measurement(&mut self) -> Option<Measurement> {
+        self.last.take()
+    }
 }
 
 /// A flow's side of the datapath: the portus handle and the program the flow runs. Shared by
@@ -160,6 +178,7 @@ impl<I: Ipc, C: AlgorithmConfig> CongAlg<I> for Ccp<C> {
             link: ProgramLink::new(datapath),
             alg: self.config.build(&start),
             counters: self.counters.clone(),
+            last: None,
         };
         flow.take_over(&Handoff::flow_start(&start));
         flow
@@ -191,7 +210,8 @@ impl<I: Ipc> CcpFlow<I> {
 
 impl<I: Ipc> Flow for CcpFlow<I> {
     fn on_report(&mut self, _sock_id: u32, report: Report) {
-        let Some(m) = self.decode(&report) else {
+        self.last = self.decode(&report);
+        let Some(m) = self.last else {
             return;
         };
         self.counters.reports.fetch_add(1, Ordering::Relaxed);

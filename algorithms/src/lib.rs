@@ -28,7 +28,7 @@ pub mod vivace;
 pub mod westwood;
 pub mod window;
 
-pub use adapter::{Ccp, ProgramLink, flow_start};
+pub use adapter::{Ccp, MeasuredFlow, ProgramLink, flow_start};
 pub use api::{
     Algorithm, AlgorithmConfig, Control, DynAlgorithmConfig, FlowStart, Handoff, Measurement,
     Pacing,

@@ -397,8 +397,9 @@ fn iw_web(out: &Path, jobs: usize) -> ExitCode {
     };
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
-        "iw-web: {} flows x 5 policies in {secs:.1} s wall time",
-        res.arrivals.len()
+        "iw-web: {} flows x {} policies in {secs:.1} s wall time",
+        res.arrivals.len(),
+        ccp_eval::iw_web::Policy::ALL.len()
     );
     if let Err(e) = ccp_eval::iw_web::report::write(&res, out, secs) {
         return fail(1, &format!("{}: {e}", out.display()));

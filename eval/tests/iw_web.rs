@@ -1,4 +1,5 @@
-//! The `iw-web` evaluation on its small workload: deterministic, and TCP-RL beats IW 10.
+//! The `iw-web` evaluation on its small workload: deterministic, and TCP-RL and TCP-RL+ beat
+//! IW 10.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use ccp_eval::iw_web::{self, IwWebConfig, Policy, report};
@@ -23,6 +24,12 @@ fn small_workload_is_deterministic_and_tcp_rl_beats_tcp_10() {
         mean(Policy::Rl) < mean(Policy::Tcp10),
         "TCP-RL {} ms vs TCP-10 {} ms",
         mean(Policy::Rl),
+        mean(Policy::Tcp10)
+    );
+    assert!(
+        mean(Policy::RlPlus) < mean(Policy::Tcp10),
+        "TCP-RL+ {} ms vs TCP-10 {} ms",
+        mean(Policy::RlPlus),
         mean(Policy::Tcp10)
     );
     // Optimal is the best per cell on the same flows, so no static IW in its grid beats it.

@@ -189,3 +189,58 @@ fn sliding_bandit_converges_to_iw_30() {
     let (most, _) = plays.iter().max_by_key(|(_, n)| **n).unwrap();
     assert_eq!(*most, 30, "{plays:?}");
 }
+
+/// Our accelerated sliding: with a reward that keeps growing with the IW, consecutive slides
+/// up double the step (5, 10, 20, then capped at 4 x 5); with the multiplier at 1 (the
+/// paper's rule) every slide adds Delta.
+#[test]
+fn consecutive_slides_double_the_step_up_to_the_cap() {
+    let added = |mult: u32| {
+        let mut b = DiscountedUcb::new(BanditConfig {
+            max_step_multiplier: mult,
+            ..config(&[5, 10, 15, 20], 0.95, 5)
+        });
+        let mut largest = vec![20];
+        for _ in 0..40 {
+            let iw = b.current_iw();
+            b.step(&[(iw, one_flow(f64::from(iw) * 1e4, 50_000.0))]);
+            let top = b.arms().iter().map(|a| a.iw_pkts).max().unwrap();
+            if top != *largest.last().unwrap() {
+                largest.push(top);
+            }
+        }
+        largest
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .collect::<Vec<u32>>()
+    };
+    let plain = added(1);
+    assert!(
+        plain.len() >= 3 && plain.iter().all(|&d| d == 5),
+        "{plain:?}"
+    );
+    let fast = added(4);
+    assert!(fast.len() >= 5, "{fast:?}");
+    assert_eq!(&fast[..5], &[5, 10, 20, 20, 20], "{fast:?}");
+}
+
+/// Our `scale_from_means`: the extremes are those of one arm-iteration's means, not of single
+/// flows, so the best arm's throughput term is near 1 even when one flow ran much faster.
+#[test]
+fn scale_from_means_uses_iteration_means() {
+    let mut stats = FlowStats::default();
+    stats.add(1e6, 40_000.0);
+    stats.add(9e6, 60_000.0);
+    let mut flows = RewardScale::default();
+    flows.observe(&stats);
+    assert!(close(flows.tput_max, 9e6) && close(flows.rtt_min_us, 40_000.0));
+    let mut means = RewardScale::default();
+    means.observe_means(&stats);
+    assert!(close(means.tput_max, 5e6));
+    // The mean RTT is the inverse of the mean of 1 / rtt: 2 / (1/40000 + 1/60000) = 48000.
+    assert!(close(means.rtt_min_us, 48_000.0));
+    means.observe_means(&FlowStats::default());
+    assert!(close(means.tput_max, 5e6));
+    let r = means.reward(0.8, 5e6, 1.0 / 48_000.0);
+    assert!(close(r, 1.0), "{r}");
+}

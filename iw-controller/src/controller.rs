@@ -28,6 +28,7 @@
 //! - The reward normalization of the grouping's bins uses the extremes over all flows; each
 //!   bandit normalizes with its own group's extremes.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -58,6 +59,18 @@ pub struct IwConfig {
     pub max_iw_pkts: u32,
     /// Flow-less iterations after which a group is published with the standard IW.
     pub stale_iterations: u32,
+    /// When the first grouping runs, µs after the start of its window (`None`: one grouping
+    /// period, the default). Our addition: a shorter first window forms groups sooner; its
+    /// qualification looks at the bins that window has.
+    pub first_grouping_us: Option<u64>,
+    /// Publish the standard IW for everyone until the first grouping has run (our addition;
+    /// default `false`: the group `All` learns for everyone meanwhile). The first grouping
+    /// then sees bins whose IW did not change, so its jitter measures the network alone, as
+    /// grouping on logs of servers that ran the standard IW would.
+    pub standard_iw_until_grouped: bool,
+    /// A group that a regrouping creates starts from a copy of the bandit of the old group
+    /// that covered most of its leaves (our addition; default `false`: from the initial arms).
+    pub warm_start: bool,
 }
 
 impl Default for IwConfig {
@@ -69,6 +82,9 @@ impl Default for IwConfig {
             default_iw_pkts: DEFAULT_IW_PKTS,
             max_iw_pkts: DEFAULT_MAX_IW_PKTS,
             stale_iterations: DEFAULT_STALE_ITERATIONS,
+            first_grouping_us: None,
+            standard_iw_until_grouped: false,
+            warm_start: false,
         }
     }
 }
@@ -126,6 +142,9 @@ impl IwConfig {
             }
             if g.period_us == 0 {
                 return Err(ConfigError::ZeroPeriod("grouping.period_us"));
+            }
+            if self.first_grouping_us == Some(0) {
+                return Err(ConfigError::ZeroPeriod("first_grouping_us"));
             }
             if g.max_jitter.is_nan() || g.max_jitter < 0.0 {
                 return Err(ConfigError::Jitter(g.max_jitter));
@@ -446,7 +465,8 @@ impl IwController {
         self.next_iteration_us = Some((now_us / iter_us).saturating_add(1).saturating_mul(iter_us));
         if let Some(g) = &self.config.grouping {
             self.window_start_us = now_us / g.period_us * g.period_us;
-            self.next_grouping_us = self.window_start_us.saturating_add(g.period_us);
+            let first = self.config.first_grouping_us.unwrap_or(g.period_us);
+            self.next_grouping_us = self.window_start_us.saturating_add(first);
         }
     }
 
@@ -507,7 +527,7 @@ impl IwController {
         if now_us >= next {
             let crossed = (now_us - next) / iter_us + 1;
             self.end_iteration(crossed);
-            self.next_iteration_us = Some(next + crossed * iter_us);
+            self.next_iteration_us = Some(next.saturating_add(crossed.saturating_mul(iter_us)));
             out.iterations = crossed;
         }
         if let Some(g) = &self.config.grouping
@@ -515,9 +535,15 @@ impl IwController {
         {
             let period = g.period_us;
             let crossed = (now_us - self.next_grouping_us) / period + 1;
-            self.regroup();
-            self.window_start_us = self.next_grouping_us + (crossed - 1) * period;
-            self.next_grouping_us += crossed * period;
+            let window_bins =
+                (self.next_grouping_us.saturating_sub(self.window_start_us)).div_ceil(g.bin_us);
+            self.regroup(usize::try_from(window_bins).unwrap_or(usize::MAX));
+            self.window_start_us = self
+                .next_grouping_us
+                .saturating_add((crossed - 1).saturating_mul(period));
+            self.next_grouping_us = self
+                .next_grouping_us
+                .saturating_add(crossed.saturating_mul(period));
             out.regrouped = true;
         }
         if out.iterations > 0 || out.regrouped {
@@ -541,8 +567,8 @@ impl IwController {
         self.stats.iterations += crossed;
     }
 
-    /// Reruns the grouping on the current window's bins and clears them.
-    fn regroup(&mut self) {
+    /// Reruns the grouping on the current window's first `window_bins` bins and clears them.
+    fn regroup(&mut self, window_bins: usize) {
         let Some(config) = &self.config.grouping else {
             return;
         };
@@ -550,6 +576,7 @@ impl IwController {
         let to_samples = |series: &[FlowStats]| -> Vec<BinSample> {
             series
                 .iter()
+                .take(window_bins)
                 .map(|b| BinSample {
                     count: b.count,
                     reward_sum: if b.count == 0 {
@@ -582,12 +609,35 @@ impl IwController {
             .collect();
         let unknown = to_samples(&self.unknown_bins);
         let result = group(&leaves, &unknown, config);
+        // For a warm start: the old group covering most of each new group's leaves.
+        let ancestors: Vec<Option<DiscountedUcb>> = result
+            .groups
+            .iter()
+            .map(|found| {
+                if !self.config.warm_start {
+                    return None;
+                }
+                let mut votes: HashMap<usize, usize> = HashMap::new();
+                for &l in &found.leaves {
+                    if let Some(Some(g)) = self.leaf_group.get(l) {
+                        *votes.entry(*g).or_default() += 1;
+                    }
+                }
+                let best = votes.into_iter().max_by_key(|&(g, n)| (n, Reverse(g)));
+                best.and_then(|(g, _)| self.groups.get(g))
+                    .map(|g| g.bandit.clone())
+            })
+            .collect();
         let mut old: HashMap<String, GroupState> =
             self.groups.drain(..).map(|g| (g.name.clone(), g)).collect();
-        for found in &result.groups {
-            let mut state = old
-                .remove(&found.name)
-                .unwrap_or_else(|| GroupState::new(found.name.clone(), &self.config.bandit));
+        for (found, ancestor) in result.groups.iter().zip(ancestors) {
+            let mut state = old.remove(&found.name).unwrap_or_else(|| {
+                let mut fresh = GroupState::new(found.name.clone(), &self.config.bandit);
+                if let Some(b) = ancestor {
+                    fresh.bandit = b;
+                }
+                fresh
+            });
             state.leaves = found.leaves.len();
             state.includes_unknown = found.includes_unknown;
             self.groups.push(state);
@@ -605,7 +655,8 @@ impl IwController {
 
     /// The IW published for group `g`, packets, in `[1, max_iw_pkts]`.
     fn group_iw(&self, g: usize) -> u32 {
-        let iw = if self.is_stale(g) {
+        let before_grouping = self.config.grouping.is_some() && self.stats.regroupings == 0;
+        let iw = if self.is_stale(g) || (self.config.standard_iw_until_grouped && before_grouping) {
             self.config.default_iw_pkts
         } else {
             self.groups[g].bandit.current_iw()

@@ -297,3 +297,92 @@ fn invalid_configs_are_rejected() {
         assert!(IwController::new(config, Arc::clone(&geo)).is_err());
     }
 }
+
+/// Our additions: the standard IW for everyone until the first grouping, which runs after
+/// `first_grouping_us` on the bins that far, and then the group's own bandit.
+#[test]
+fn standard_iw_until_an_early_first_grouping() {
+    let geo = small_geo();
+    let config = IwConfig {
+        iteration_us: SEC,
+        grouping: Some(GroupingConfig {
+            bin_us: SEC,
+            period_us: 6 * SEC,
+            min_samples: 20,
+            ..GroupingConfig::default()
+        }),
+        first_grouping_us: Some(2 * SEC),
+        standard_iw_until_grouped: true,
+        ..IwConfig::default()
+    };
+    let mut c = IwController::new(config, Arc::clone(&geo)).unwrap();
+    let mut rng = Rng::new(7);
+    let busy = addr(&geo, 3, 9);
+    let mut regrouped = Vec::new();
+    for it in 0..7u64 {
+        match it {
+            0 | 1 => assert_eq!(c.lookup(busy), 10, "standard IW before the grouping"),
+            2 => assert_eq!(c.lookup(busy), 5, "the group's first arm after it"),
+            _ => {}
+        }
+        for k in 0..30u64 {
+            let iw = c.lookup(busy);
+            c.record(&flow(&mut rng, busy, it * SEC + k * 1000, iw))
+                .unwrap();
+        }
+        if c.tick((it + 1) * SEC).regrouped {
+            regrouped.push(it + 1);
+        }
+    }
+    // First at 2 s on its two bins (both full); the next one a period later, at 8 s.
+    assert_eq!(regrouped, vec![2]);
+    assert_eq!(c.group_of(busy), Some("All/P0/ISP1/P0-ISP1-S1"));
+}
+
+/// Our `warm_start`: a group the grouping creates takes a copy of the bandit of the old group
+/// that covered its leaves (here `All`), instead of the initial arms.
+#[test]
+fn warm_start_copies_the_covering_groups_bandit() {
+    let run = |warm_start: bool| {
+        let geo = small_geo();
+        let config = IwConfig {
+            iteration_us: SEC,
+            grouping: Some(GroupingConfig {
+                bin_us: SEC,
+                period_us: 8 * SEC,
+                min_samples: 20,
+                max_jitter: 10.0,
+                ..GroupingConfig::default()
+            }),
+            warm_start,
+            ..IwConfig::default()
+        };
+        let mut c = IwController::new(config, Arc::clone(&geo)).unwrap();
+        let mut rng = Rng::new(3);
+        let busy = addr(&geo, 3, 9);
+        let mut before = Vec::new();
+        for it in 0..8u64 {
+            for k in 0..30u64 {
+                let iw = c.lookup(busy);
+                c.record(&flow(&mut rng, busy, it * SEC + k * 1000, iw))
+                    .unwrap();
+            }
+            before = c.groups()[0].arms_pkts.clone();
+            c.tick((it + 1) * SEC);
+        }
+        assert_eq!(c.stats().regroupings, 1);
+        let g = c.groups();
+        assert_eq!(g[0].name, "All/P0/ISP1/P0-ISP1-S1");
+        (before, g[0].arms_pkts.clone())
+    };
+    let (all_arms, warm) = run(true);
+    let (_, cold) = run(false);
+    assert_ne!(
+        all_arms,
+        vec![5, 10, 15, 20],
+        "All's arms slid during the first period"
+    );
+    assert_eq!(warm.len(), 4);
+    assert_ne!(warm, vec![5, 10, 15, 20], "warm: {warm:?}");
+    assert_eq!(cold, vec![5, 10, 15, 20]);
+}

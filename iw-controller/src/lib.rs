@@ -37,6 +37,13 @@
 //!   proxy's `SetParm(fd, iw, cc)` is the datapath's business: it reads the IW from the table.
 //! - Until the first grouping run, and with grouping off, one group `All` learns for everyone.
 //! - Flow records are not persisted: the controller keeps only the running sums it needs.
+//!
+//! # Our additions (off by default; the `iw-web` evaluation reports them as TCP-RL+)
+//! - [`bandit::BanditConfig::max_step_multiplier`]: consecutive slides in one direction
+//!   double the step, up to a cap.
+//! - [`IwConfig::first_grouping_us`]: an earlier first grouping, on the bins it has.
+//! - [`IwConfig::standard_iw_until_grouped`]: the standard IW until the first grouping (no
+//!   pooled `All` bandit meanwhile), so the first grouping's jitter test sees a fixed IW.
 
 pub mod bandit;
 pub mod controller;

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use ccp_algorithms::programs::ProgramSpec;
 use ccp_algorithms::{
-    Algorithm, Control, DynAlgorithmConfig, Handoff, Measurement, Pacing, ProgramLink, flow_start,
+    Algorithm, Control, DynAlgorithmConfig, Handoff, MeasuredFlow, Measurement, Pacing,
+    ProgramLink, flow_start,
 };
 use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
@@ -227,6 +228,7 @@ pub struct SelectorFlow<I: Ipc> {
     hysteresis: Hysteresis,
     reports: u64,
     log: Arc<SelectorLog>,
+    last: Option<Measurement>,
 }
 
 impl<I: Ipc> CongAlg<I> for Selector {
@@ -271,6 +273,7 @@ impl<I: Ipc> CongAlg<I> for Selector {
             hysteresis: Hysteresis::new(hysteresis, 0),
             reports: 0,
             log: self.log.clone(),
+            last: None,
         };
         if let Some(alg) = flow.candidates.get_mut(current) {
             let control = alg.activate(&Handoff::flow_start(&start));
@@ -363,9 +366,16 @@ impl<I: Ipc> SelectorFlow<I> {
     }
 }
 
+impl<I: Ipc> MeasuredFlow for SelectorFlow<I> {
+    fn take_measurement(&mut self) -> Option<Measurement> {
+        self.last.take()
+    }
+}
+
 impl<I: Ipc> Flow for SelectorFlow<I> {
     fn on_report(&mut self, _sock_id: u32, report: Report) {
-        let Some(m) = self.decode(&report) else {
+        self.last = self.decode(&report);
+        let Some(m) = self.last else {
             return;
         };
         self.log.reports.fetch_add(1, Ordering::Relaxed);

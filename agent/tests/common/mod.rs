@@ -1,6 +1,8 @@
 //! A binary of this crate (`ccp-agent`, `ccp-kernel-datapath`) as a child process of a test:
 //! spawn, signal, watch its log.
 
+pub(crate) mod learning;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use super::{IwWebResult, Policy};
 
-const COLORS: [&str; 5] = ["#7f7f7f", "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"];
+const COLORS: [&str; 6] = [
+    "#7f7f7f", "#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#2ca02c",
+];
 
 fn color(p: Policy) -> &'static str {
     let i = Policy::ALL.iter().position(|q| *q == p).unwrap_or(0);
