@@ -1,0 +1,107 @@
+//! `run --datapath kernel` end to end: a two-condition scenario (the second with a mid-run path
+//! change) as real kernel TCP through the network-namespace testbed, with the kernel's Cubic and
+//! with our Cubic through the BPF datapath; the rows must look like the simulator's for the same
+//! scenario. Without root, network namespaces or BPF `struct_ops`, it prints one line and
+//! returns.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use ccp_datapath::kernel::KernelDatapath;
+use ccp_datapath::kernel::testbed::{LinkConfig, Testbed, TestbedConfig};
+use ccp_eval::runner::{self, DatapathKind, RunOptions};
+use ccp_eval::scenario::Scenario;
+use std::time::Duration;
+
+const SCENARIO: &str = r#"
+name = "kernel-mode-test"
+duration_s = 3
+seeds = [1]
+schemes = ["native-cubic", "cubic"]
+series_interval_ms = 100
+
+[[conditions]]
+id = "20M-20ms"
+bw_mbps = 20
+rtt_ms = 20
+buffer_bdp = 1.0
+
+[[conditions]]
+id = "20M-20ms-then-5M"
+bw_mbps = 20
+rtt_ms = 20
+buffer_bdp = 1.0
+[[conditions.phases]]
+at_s = 1.5
+bw_mbps = 5
+"#;
+
+fn available() -> Result<(), String> {
+    let link = LinkConfig::constant(10_000_000, Duration::from_millis(10));
+    match Testbed::new(TestbedConfig::new(link)) {
+        Ok(_) => {}
+        Err(e) if e.is_unavailable() => return Err(format!("no network namespaces ({e})")),
+        Err(e) => panic!("testbed: {e}"),
+    }
+    match KernelDatapath::load() {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_unavailable() => Err(format!("no BPF struct_ops ({e})")),
+        Err(e) => panic!("BPF datapath: {e}"),
+    }
+}
+
+#[test]
+fn a_scenario_runs_as_real_tcp_with_the_simulators_rows() {
+    if let Err(why) = available() {
+        println!("skipped a_scenario_runs_as_real_tcp_with_the_simulators_rows: {why}");
+        return;
+    }
+    let scenario = Scenario::parse("kernel-mode-test.toml", SCENARIO, None).unwrap();
+    let kernel = RunOptions {
+        datapath: DatapathKind::Kernel,
+        ..RunOptions::default()
+    };
+    let jobs = runner::plan(&scenario, &kernel).unwrap();
+    let out = runner::run(&scenario, &jobs, &kernel);
+    let sim = runner::run(&scenario, &jobs, &RunOptions::default());
+    assert_eq!(out.failed, 0, "{:?}", out.rows);
+    assert_eq!(out.rows.len(), sim.rows.len());
+    for (k, s) in out.rows.iter().zip(&sim.rows) {
+        println!(
+            "{} {}: kernel {:.2} Mbit/s p95 {:.1} ms loss {:.4}; sim {:.2} Mbit/s p95 {:.1} ms",
+            k.condition,
+            k.scheme,
+            k.throughput_mbps,
+            k.p95_rtt_ms,
+            k.loss_rate,
+            s.throughput_mbps,
+            s.p95_rtt_ms
+        );
+        assert_eq!((&k.condition, &k.scheme), (&s.condition, &s.scheme));
+        assert_eq!(k.status, "ok");
+        // Same link, same algorithm: within 25 % over a 3 s run (slow start included).
+        let gap = (k.throughput_mbps - s.throughput_mbps).abs() / s.throughput_mbps;
+        assert!(gap < 0.25, "{k:?} vs {s:?}");
+        // 20 ms of propagation, at most the 50 kB buffer's queueing at 5 Mbit/s (80 ms) more.
+        assert!(k.p95_rtt_ms >= 19.0 && k.p95_rtt_ms < 110.0, "{k:?}");
+    }
+    // The phase took effect on the kernel too: 20 Mbit/s for 1.5 s, then 5.
+    let changed: Vec<_> = out
+        .rows
+        .iter()
+        .filter(|r| r.condition == "20M-20ms-then-5M")
+        .collect();
+    let steady: Vec<_> = out
+        .rows
+        .iter()
+        .filter(|r| r.condition == "20M-20ms")
+        .collect();
+    for (c, s) in changed.iter().zip(&steady) {
+        assert!(
+            c.throughput_mbps < 0.8 * s.throughput_mbps,
+            "the rate change did not show: {} vs {}",
+            c.throughput_mbps,
+            s.throughput_mbps
+        );
+    }
+    assert!(out.series.iter().any(|s| s.scheme == "cubic"));
+}
