@@ -35,11 +35,7 @@ use ccp_datapath::runtime::{ChannelTransport, Datapath, DatapathConfig, Monotoni
 use ccp_datapath::sim::{FlowResult, LinkRate, PathChange, Sample, Scheme};
 use tracing::info;
 
-use super::{
-    Job, JobOutput, RowCtx, fill_metrics, flow_specs, jain, link_for, mean_capacity_bps,
-    path_changes, swap_rows,
-};
-use crate::results::SeriesRow;
+use super::{Finished, Job, JobOutput, flow_specs, job_output, link_for, path_changes, swap_rows};
 use crate::scenario::{Condition, Scenario};
 use crate::schemes;
 
@@ -162,8 +158,15 @@ fn changed(mut link: LinkConfig, c: &PathChange) -> LinkConfig {
 }
 
 /// A kernel flow's measurements in the simulator's result type, so rows, series and the
-/// report are computed by the same code.
-fn as_flow_result(k: &KernelFlow, start_ns: u64, base_rtt_us: u32, sized: bool) -> FlowResult {
+/// report are computed by the same code. The series keeps one `TCP_INFO` sample per
+/// `every_ns` (none when 0), as the simulator's.
+fn as_flow_result(
+    k: &KernelFlow,
+    start_ns: u64,
+    base_rtt_us: u32,
+    sized: bool,
+    every_ns: u64,
+) -> FlowResult {
     let rtt_samples_us: Vec<u32> = k
         .samples
         .iter()
@@ -174,15 +177,20 @@ fn as_flow_result(k: &KernelFlow, start_ns: u64, base_rtt_us: u32, sized: bool) 
         .iter()
         .map(|r| r.saturating_sub(base_rtt_us))
         .collect();
-    let series = k
-        .samples
-        .iter()
-        .map(|s| Sample {
-            t_ns: s.at.as_nanos() as u64,
-            cwnd_bytes: u32::try_from(s.cwnd_bytes()).unwrap_or(u32::MAX),
-            delivered_bytes: s.bytes_acked,
-        })
-        .collect();
+    let mut series: Vec<Sample> = Vec::new();
+    if every_ns > 0 {
+        for s in &k.samples {
+            let t_ns = s.at.as_nanos() as u64;
+            if series.last().is_some_and(|l| t_ns < l.t_ns + every_ns) {
+                continue;
+            }
+            series.push(Sample {
+                t_ns,
+                cwnd_bytes: u32::try_from(s.cwnd_bytes()).unwrap_or(u32::MAX),
+                delivered_bytes: s.bytes_acked,
+            });
+        }
+    }
     let end_ns = (k.started_at + k.connect_time + k.active).as_nanos() as u64;
     FlowResult {
         start_ns,
@@ -336,94 +344,33 @@ pub(super) fn execute(
 
     let duration_ns = duration.as_nanos() as u64;
     let base_rtt_us = (cond.rtt_ms * 1e3) as u32;
+    let every_ns = scenario.series_interval_ms * 1_000_000;
     let (_, capacity_bps) = link_for(cond);
-    let sims: Vec<FlowResult> = flows
+    let results: Vec<FlowResult> = flows
         .iter()
         .zip(&outcome.flows)
         .map(|((_, _, spec), k)| {
-            as_flow_result(k, spec.start_ns, base_rtt_us, spec.size_bytes.is_some())
+            as_flow_result(
+                k,
+                spec.start_ns,
+                base_rtt_us,
+                spec.size_bytes.is_some(),
+                every_ns,
+            )
         })
         .collect();
-    let main_tputs: Vec<f64> = flows
-        .iter()
-        .zip(&sims)
-        .filter(|((role, _, _), _)| *role == "main")
-        .map(|(_, r)| r.throughput_bps(duration_ns))
-        .collect();
-    let ctx = RowCtx {
+    Ok(job_output(
         scenario,
         cond,
         job,
-        jain: jain(&main_tputs),
-        capacity_bps,
-        buffer_bytes: testbed_link(cond).buffer_bytes,
-    };
-    let mut out = JobOutput {
-        swaps: outcome.swaps,
-        ..JobOutput::default()
-    };
-    for (i, ((role, name, spec), r)) in flows.iter().zip(&sims).enumerate() {
-        let capacity = mean_capacity_bps(
-            cond,
+        &Finished {
+            flows: &flows,
+            results: &results,
+            duration_ns,
             capacity_bps,
-            r.start_ns,
-            r.completion_ns.unwrap_or(duration_ns),
-        );
-        let mut row = ctx.row(i, role, name, spec);
-        fill_metrics(&mut row, r, duration_ns, capacity);
-        out.rows.push(row);
-        series_rows(
-            &mut out.series,
-            scenario,
-            cond,
-            job,
-            i,
-            spec.mss_bytes,
-            &r.series,
-        );
-    }
-    Ok(out)
-}
-
-/// One series row per `series_interval_ms` of a flow's samples.
-fn series_rows(
-    out: &mut Vec<SeriesRow>,
-    scenario: &Scenario,
-    cond: &Condition,
-    job: &Job,
-    flow: usize,
-    mss_bytes: u32,
-    samples: &[Sample],
-) {
-    let every_ns = scenario.series_interval_ms * 1_000_000;
-    if every_ns == 0 {
-        return;
-    }
-    let mut last: Option<&Sample> = None;
-    for s in samples {
-        if let Some(l) = last
-            && s.t_ns < l.t_ns + every_ns
-        {
-            continue;
-        }
-        let tput = last.map_or(0.0, |l| {
-            let dt = s.t_ns.saturating_sub(l.t_ns);
-            if dt == 0 {
-                0.0
-            } else {
-                s.delivered_bytes.saturating_sub(l.delivered_bytes) as f64 * 8.0 / dt as f64 * 1e3
-            }
-        });
-        out.push(SeriesRow {
-            scenario: scenario.name.clone(),
-            condition: cond.id.clone(),
-            scheme: job.scheme.clone(),
-            seed: job.seed,
-            flow,
-            t_s: s.t_ns as f64 / 1e9,
-            cwnd_pkts: f64::from(s.cwnd_bytes) / f64::from(mss_bytes),
-            throughput_mbps: tput,
-        });
-        last = Some(s);
-    }
+            buffer_bytes: testbed_link(cond).buffer_bytes,
+        },
+        outcome.swaps,
+        0,
+    ))
 }

@@ -391,34 +391,69 @@ fn simulate(
         .map(|s| swap_rows(s, scenario, cond, job))
         .unwrap_or_default();
 
-    let main_tputs: Vec<f64> = flows
+    Ok(job_output(
+        scenario,
+        cond,
+        job,
+        &Finished {
+            flows: &flows,
+            results: &result.flows,
+            duration_ns,
+            capacity_bps,
+            buffer_bytes,
+        },
+        swaps,
+        result.link_packets,
+    ))
+}
+
+/// A finished run's flows, from either datapath: what rows and series are made of.
+struct Finished<'a> {
+    flows: &'a [(&'static str, String, FlowSpec)],
+    results: &'a [FlowResult],
+    duration_ns: u64,
+    capacity_bps: u64,
+    buffer_bytes: u64,
+}
+
+/// Rows (one per flow) and series rows of a finished run.
+fn job_output(
+    scenario: &Scenario,
+    cond: &Condition,
+    job: &Job,
+    f: &Finished<'_>,
+    swaps: Vec<SwapRow>,
+    packets: u64,
+) -> JobOutput {
+    let main_tputs: Vec<f64> = f
+        .flows
         .iter()
-        .zip(&result.flows)
+        .zip(f.results)
         .filter(|((role, _, _), _)| *role == "main")
-        .map(|(_, r)| r.throughput_bps(duration_ns))
+        .map(|(_, r)| r.throughput_bps(f.duration_ns))
         .collect();
     let ctx = RowCtx {
         scenario,
         cond,
         job,
         jain: jain(&main_tputs),
-        capacity_bps,
-        buffer_bytes,
+        capacity_bps: f.capacity_bps,
+        buffer_bytes: f.buffer_bytes,
     };
     let mut out = JobOutput {
-        packets: result.link_packets,
         swaps,
+        packets,
         ..JobOutput::default()
     };
-    for (i, ((role, name, spec), r)) in flows.iter().zip(&result.flows).enumerate() {
+    for (i, ((role, name, spec), r)) in f.flows.iter().zip(f.results).enumerate() {
         let capacity = mean_capacity_bps(
             cond,
-            capacity_bps,
+            f.capacity_bps,
             r.start_ns,
-            r.completion_ns.unwrap_or(duration_ns),
+            r.completion_ns.unwrap_or(f.duration_ns),
         );
         let mut row = ctx.row(i, role, name, spec);
-        fill_metrics(&mut row, r, duration_ns, capacity);
+        fill_metrics(&mut row, r, f.duration_ns, capacity);
         out.rows.push(row);
         let mut last = (r.start_ns, 0u64);
         for s in &r.series {
@@ -426,7 +461,7 @@ fn simulate(
             let tput = if dt == 0 {
                 0.0
             } else {
-                (s.delivered_bytes - last.1) as f64 * 8.0 / dt as f64 * 1e3
+                s.delivered_bytes.saturating_sub(last.1) as f64 * 8.0 / dt as f64 * 1e3
             };
             out.series.push(SeriesRow {
                 scenario: scenario.name.clone(),
@@ -441,7 +476,7 @@ fn simulate(
             last = (s.t_ns, s.delivered_bytes);
         }
     }
-    Ok(out)
+    out
 }
 
 /// The condition's phases as the simulator's path changes.
