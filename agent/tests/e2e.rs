@@ -13,21 +13,12 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 mod common;
 
-use ccp_datapath::agent::{SyntheticFlow, demo_config};
-use ccp_datapath::runtime::{
-    Control, Datapath, FlowInfo, MonotonicClock, Primitives, UnixTransport,
-};
+use ccp_datapath::agent::SyntheticFlow;
 use common::Agent;
-
-const MSS: u32 = 1448;
-/// What the datapath itself would start with: different from every IW in the tables below.
-const DATAPATH_IW: u32 = 4;
-
-type Dp = Datapath<UnixTransport, MonotonicClock>;
+use common::runtime::{Dp, MSS, datapath, open_flow};
 
 /// A fresh folder for one test's config files.
 fn config_dir(tag: &str) -> PathBuf {
@@ -54,57 +45,6 @@ fn write_config(dir: &Path, policy: &str, iw: u32) -> PathBuf {
     )
     .unwrap();
     path
-}
-
-fn datapath(dp_name: &str, agent_name: &str) -> Dp {
-    let transport = UnixTransport::bind(dp_name, agent_name).unwrap();
-    Datapath::new(demo_config(), transport, MonotonicClock::new())
-}
-
-/// Opens a flow to `dst` asking for `alg` (or the agent's default) and returns it with the
-/// window the agent's first program change set (ACKs acknowledging nothing until then, so no
-/// program grows it).
-fn open_flow(dp: &mut Dp, dst: Ipv4Addr, alg: Option<&str>) -> (SyntheticFlow, u32) {
-    let sid = dp
-        .create_flow(FlowInfo {
-            init_cwnd_bytes: DATAPATH_IW * MSS,
-            mss_bytes: MSS,
-            src_ip: u32::from(Ipv4Addr::new(192, 0, 2, 1)),
-            src_port: 40_000,
-            dst_ip: u32::from(dst),
-            dst_port: 443,
-            alg: alg.map(str::to_string),
-        })
-        .unwrap();
-    let idle = Primitives {
-        rtt_sample_us: 300,
-        snd_cwnd: DATAPATH_IW * MSS,
-        ..Primitives::default()
-    };
-    let start = Instant::now();
-    let cwnd = loop {
-        dp.poll();
-        let a = dp.invoke(sid, &idle).unwrap();
-        if a.control == Control::Agent {
-            break a.cwnd_bytes.unwrap();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "agent never took flow {sid} to {dst}"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    };
-    let flow = SyntheticFlow {
-        sid,
-        mss_bytes: MSS,
-        cwnd_bytes: cwnd,
-        rtt_us: 300,
-        ack_gap: Duration::from_micros(100),
-        acks: 0,
-        agent_acks: 0,
-        fallback_acks: 0,
-    };
-    (flow, cwnd)
 }
 
 /// Plays `n` ACKs on `flow` and checks the agent answered: every ACK under its program and the

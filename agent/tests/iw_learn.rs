@@ -16,7 +16,8 @@
 mod common;
 
 use common::Agent;
-use common::learning::{LEARNED_IW, datapath, learn, short_flow, write_config};
+use common::learning::{LEARNED_IW, learn, short_flow, write_config};
+use common::runtime::datapath;
 
 #[test]
 fn closed_flows_teach_the_agent_an_iw_that_later_flows_get() {

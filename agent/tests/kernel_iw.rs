@@ -209,7 +209,8 @@ fn an_unusable_kernel_cgroup_fails_the_start() {
 /// group `All`, so 127.0.0.1 too).
 #[test]
 fn the_learned_table_reaches_kernel_connections() {
-    use common::learning::{LEARNED_IW, datapath, learn, short_flow, write_config};
+    use common::learning::{LEARNED_IW, learn, short_flow, write_config};
+    use common::runtime::datapath;
     const TEST: &str = "the_learned_table_reaches_kernel_connections";
     if std::env::var_os(PROBE_ADDR).is_some() {
         return;

@@ -7,19 +7,12 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ccp_datapath::agent::{SyntheticFlow, demo_config};
-use ccp_datapath::runtime::{
-    Control, Datapath, FlowInfo, MonotonicClock, Primitives, UnixTransport,
-};
+use super::runtime::open_flow;
+use super::runtime::{Dp, MSS};
 
-pub(crate) const MSS: u32 = 1448;
-/// What the datapath itself would start with: neither the default IW nor the learned one.
-pub(crate) const DATAPATH_IW: u32 = 4;
 /// The only arm of the bandit (no sliding): what the agent learns once it has records.
 pub(crate) const LEARNED_IW: u32 = 30;
 pub(crate) const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-
-pub(crate) type Dp = Datapath<UnixTransport, MonotonicClock>;
 
 /// Writes `geo.csv` and `agent.toml` (learning: one arm of IW 30, one-second iterations) into
 /// `dir`; `iw_extra` is appended to the `[iw]` section.
@@ -44,53 +37,9 @@ pub(crate) fn write_config(dir: &Path, iw_extra: &str) -> PathBuf {
     path
 }
 
-/// Opens a flow to `CLIENT` and returns it with the window of the agent's first program.
-pub(crate) fn open_flow(dp: &mut Dp) -> (SyntheticFlow, u32) {
-    let sid = dp
-        .create_flow(FlowInfo {
-            init_cwnd_bytes: DATAPATH_IW * MSS,
-            mss_bytes: MSS,
-            src_ip: u32::from(Ipv4Addr::new(192, 0, 2, 1)),
-            src_port: 40_000,
-            dst_ip: u32::from(CLIENT),
-            dst_port: 443,
-            alg: None,
-        })
-        .unwrap();
-    let idle = Primitives {
-        rtt_sample_us: 300,
-        snd_cwnd: DATAPATH_IW * MSS,
-        ..Primitives::default()
-    };
-    let start = Instant::now();
-    let cwnd = loop {
-        dp.poll();
-        let a = dp.invoke(sid, &idle).unwrap();
-        if a.control == Control::Agent {
-            break a.cwnd_bytes.unwrap();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "agent never took flow {sid}"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    };
-    let flow = SyntheticFlow {
-        sid,
-        mss_bytes: MSS,
-        cwnd_bytes: cwnd,
-        rtt_us: 300,
-        ack_gap: Duration::from_micros(100),
-        acks: 0,
-        agent_acks: 0,
-        fallback_acks: 0,
-    };
-    (flow, cwnd)
-}
-
 /// One short flow: opened, 40 ACKs, closed. Returns the IW it got, packets.
 pub(crate) fn short_flow(dp: &mut Dp) -> u32 {
-    let (mut flow, cwnd) = open_flow(dp);
+    let (mut flow, cwnd) = open_flow(dp, CLIENT, None);
     flow.run(dp, 40).unwrap();
     dp.close_flow(flow.sid).unwrap();
     cwnd / MSS
@@ -121,10 +70,4 @@ pub(crate) fn learn(dp: &mut Dp, dir: &Path) -> Vec<u32> {
         got.push(short_flow(dp));
     }
     got
-}
-
-/// A datapath bound at `/tmp/ccp/<dp_name>` talking to the agent at `<agent_name>`.
-pub(crate) fn datapath(dp_name: &str, agent_name: &str) -> Dp {
-    let transport = UnixTransport::bind(dp_name, agent_name).unwrap();
-    Datapath::new(demo_config(), transport, MonotonicClock::new())
 }

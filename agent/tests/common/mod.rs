@@ -2,6 +2,7 @@
 //! spawn, signal, watch its log.
 
 pub(crate) mod learning;
+pub(crate) mod runtime;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
