@@ -108,19 +108,28 @@ fn write_config(dir: &Path, cgroup: &Path, iw_127: u32, cca: Option<&str>) -> Pa
     path
 }
 
-#[test]
-fn kernel_connections_get_the_table_iw_and_sighup_republishes() {
-    const TEST: &str = "kernel_connections_get_the_table_iw_and_sighup_republishes";
+/// The cgroup v2 mount, or `None` (after one line saying why, unless this is the probe child)
+/// when the test cannot attach sockops here.
+fn cgroup_root_or_skip(test: &str) -> Option<PathBuf> {
     if std::env::var_os(PROBE_ADDR).is_some() {
-        return;
+        return None;
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        println!("SKIP {TEST}: not root, cannot attach sockops to a cgroup");
-        return;
+        println!("SKIP {test}: not root, cannot attach sockops to a cgroup");
+        return None;
     }
-    let Some(root) = cgroup2_mount() else {
-        println!("SKIP {TEST}: no cgroup v2 mounted");
+    let root = cgroup2_mount();
+    if root.is_none() {
+        println!("SKIP {test}: no cgroup v2 mounted");
+    }
+    root
+}
+
+#[test]
+fn kernel_connections_get_the_table_iw_and_sighup_republishes() {
+    const TEST: &str = "kernel_connections_get_the_table_iw_and_sighup_republishes";
+    let Some(root) = cgroup_root_or_skip(TEST) else {
         return;
     };
     let tag = format!("ccp-agent-iw-test-{}", std::process::id());
@@ -212,16 +221,7 @@ fn the_learned_table_reaches_kernel_connections() {
     use common::learning::{LEARNED_IW, learn, short_flow, write_config};
     use common::runtime::datapath;
     const TEST: &str = "the_learned_table_reaches_kernel_connections";
-    if std::env::var_os(PROBE_ADDR).is_some() {
-        return;
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("SKIP {TEST}: not root, cannot attach sockops to a cgroup");
-        return;
-    }
-    let Some(root) = cgroup2_mount() else {
-        println!("SKIP {TEST}: no cgroup v2 mounted");
+    let Some(root) = cgroup_root_or_skip(TEST) else {
         return;
     };
     let tag = format!("ccp-agent-iw-learn-{}", std::process::id());

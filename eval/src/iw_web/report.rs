@@ -104,6 +104,34 @@ pub struct Target {
     pub detail: String,
 }
 
+/// `x` cuts the mean response time of `base` by at least 20 %.
+fn cut_target(name: &'static str, x: Stats, base: Stats) -> Target {
+    Target {
+        name,
+        met: cut(x.mean_ms, base.mean_ms) >= 0.2,
+        detail: format!(
+            "{:.1} % ({:.0} ms vs {:.0} ms)",
+            100.0 * cut(x.mean_ms, base.mean_ms),
+            x.mean_ms,
+            base.mean_ms
+        ),
+    }
+}
+
+/// `x`'s mean response time is within 10 % of Optimal's.
+fn optimal_target(name: &'static str, x: Stats, opt: Stats) -> Target {
+    Target {
+        name,
+        met: opt.mean_ms > 0.0 && x.mean_ms / opt.mean_ms - 1.0 <= 0.1,
+        detail: format!(
+            "{:+.1} % ({:.0} ms vs {:.0} ms)",
+            100.0 * (x.mean_ms / opt.mean_ms - 1.0),
+            x.mean_ms,
+            opt.mean_ms
+        ),
+    }
+}
+
 /// The four targets (and the first two again for TCP-RL+), checked.
 pub fn targets(sum: &[(Policy, Stats)]) -> Vec<Target> {
     let get = |p: Policy| {
@@ -122,46 +150,26 @@ pub fn targets(sum: &[(Policy, Stats)]) -> Vec<Target> {
     );
     let others = [t10, nog, rl, plus, opt];
     vec![
-        Target {
-            name: "TCP-RL cuts mean response time by >= 20 % vs TCP-10",
-            met: cut(rl.mean_ms, t10.mean_ms) >= 0.2,
-            detail: format!(
-                "{:.1} % ({:.0} ms vs {:.0} ms)",
-                100.0 * cut(rl.mean_ms, t10.mean_ms),
-                rl.mean_ms,
-                t10.mean_ms
-            ),
-        },
-        Target {
-            name: "TCP-RL within 10 % of Optimal (mean response time)",
-            met: opt.mean_ms > 0.0 && rl.mean_ms / opt.mean_ms - 1.0 <= 0.1,
-            detail: format!(
-                "{:+.1} % ({:.0} ms vs {:.0} ms)",
-                100.0 * (rl.mean_ms / opt.mean_ms - 1.0),
-                rl.mean_ms,
-                opt.mean_ms
-            ),
-        },
-        Target {
-            name: "TCP-RL+ (ours) cuts mean response time by >= 20 % vs TCP-10",
-            met: cut(plus.mean_ms, t10.mean_ms) >= 0.2,
-            detail: format!(
-                "{:.1} % ({:.0} ms vs {:.0} ms)",
-                100.0 * cut(plus.mean_ms, t10.mean_ms),
-                plus.mean_ms,
-                t10.mean_ms
-            ),
-        },
-        Target {
-            name: "TCP-RL+ (ours) within 10 % of Optimal (mean response time)",
-            met: opt.mean_ms > 0.0 && plus.mean_ms / opt.mean_ms - 1.0 <= 0.1,
-            detail: format!(
-                "{:+.1} % ({:.0} ms vs {:.0} ms)",
-                100.0 * (plus.mean_ms / opt.mean_ms - 1.0),
-                plus.mean_ms,
-                opt.mean_ms
-            ),
-        },
+        cut_target(
+            "TCP-RL cuts mean response time by >= 20 % vs TCP-10",
+            rl,
+            t10,
+        ),
+        optimal_target(
+            "TCP-RL within 10 % of Optimal (mean response time)",
+            rl,
+            opt,
+        ),
+        cut_target(
+            "TCP-RL+ (ours) cuts mean response time by >= 20 % vs TCP-10",
+            plus,
+            t10,
+        ),
+        optimal_target(
+            "TCP-RL+ (ours) within 10 % of Optimal (mean response time)",
+            plus,
+            opt,
+        ),
         Target {
             name: "TCP-RL beats TCP-RL without grouping (mean response time)",
             met: rl.mean_ms < nog.mean_ms,
