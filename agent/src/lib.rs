@@ -104,3 +104,15 @@ pub use agent::{
 pub use config::{Config, ConfigError, IpByteOrder, Preference, Preferences};
 pub use iw::{IwFlow, IwSource, WithIw};
 pub use learn::{Clock, Learner, ManualClock, SystemClock, spawn_learning};
+
+/// Logs to stderr (`RUST_LOG`, default `info`; colours on a terminal), for the crate's binaries.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}

@@ -129,14 +129,7 @@ fn summarize<T: Transport, C: Clock>(
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    ccp_agent::init_logging();
     let cli = Cli::parse();
     let kernel = match KernelDatapath::load() {
         Ok(k) => k,
