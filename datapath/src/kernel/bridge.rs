@@ -75,6 +75,8 @@ pub struct KernelBridge<T: Transport, C: Clock> {
     /// For each ACK that sent a report: ring-buffer delay (record read minus ACK) and agent
     /// delay (answer written minus report sent), ns.
     parts_ns: Vec<(u64, u64)>,
+    /// Scratch for the agent's staged updates of one round.
+    updates: Vec<(u32, Actions)>,
     stats: BridgeStats,
 }
 
@@ -90,6 +92,7 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             batch: Vec::with_capacity(4096),
             loop_ns: Vec::new(),
             parts_ns: Vec::new(),
+            updates: Vec::new(),
             stats: BridgeStats::default(),
         }
     }
@@ -154,10 +157,17 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
 
     /// Writes what the agent just decided to the kernel, without waiting for an ACK.
     fn write_agent_updates(&mut self) -> Result<(), KernelError> {
-        let mut updates: Vec<(u32, Actions)> = Vec::new();
+        let mut updates = std::mem::take(&mut self.updates);
+        updates.clear();
         self.runtime
             .apply_agent_updates(|sid, a| updates.push((sid, a)));
-        for (sid, actions) in updates {
+        let result = self.write_updates(&updates);
+        self.updates = updates;
+        result
+    }
+
+    fn write_updates(&mut self, updates: &[(u32, Actions)]) -> Result<(), KernelError> {
+        for &(sid, actions) in updates {
             let Some(&flow_id) = self.by_sid.get(&sid) else {
                 continue;
             };
