@@ -13,7 +13,9 @@
 //!   answered, the time from the ACK in the BPF program (`bpf_ktime_get_ns`) to the write of
 //!   the answer into the kernel's control map (the window applies from the next ACK).
 //!
-//! `KERNEL_PATH_BUSY_POLL=1` runs the datapath with `--busy-poll` (no sleeping in the bridge).
+//! `KERNEL_PATH_BUSY_POLL=1` runs the datapath with `--busy-poll` (no sleeping in the bridge);
+//! `KERNEL_PATH_NORMAL_RELAY=1` runs the testbed's relay at normal priority (it preempts the
+//! bridge and the agent otherwise).
 //!
 //! Needs root, BPF `struct_ops` and network namespaces (says why and exits otherwise). Not
 //! criterion: each sample is seconds of real traffic. Run:
@@ -93,9 +95,14 @@ impl Drop for Proc {
     }
 }
 
+/// Whether the environment variable `name` is `1`.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1")
+}
+
 /// `KERNEL_PATH_BUSY_POLL=1`: run the datapath with `--busy-poll`.
 fn busy_poll() -> bool {
-    std::env::var("KERNEL_PATH_BUSY_POLL").is_ok_and(|v| v == "1")
+    env_flag("KERNEL_PATH_BUSY_POLL")
 }
 
 fn clock_ticks() -> f64 {
@@ -206,7 +213,9 @@ fn spawn_pair(
 }
 
 fn bench_link(label: &str, link: LinkConfig, rounds: usize, span: Duration) -> BoxResult<()> {
-    let testbed = match Testbed::new(TestbedConfig::new(link)) {
+    let tb_config =
+        TestbedConfig::new(link).with_realtime_relay(!env_flag("KERNEL_PATH_NORMAL_RELAY"));
+    let testbed = match Testbed::new(tb_config) {
         Ok(t) => t,
         Err(e) if e.is_unavailable() => return Err(Box::new(e)),
         Err(e) => return Err(format!("testbed: {e}").into()),
