@@ -70,6 +70,7 @@ test: deps venv
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets $(KERNEL_FEATURES) -- -D warnings
 	$(CARGO) test --workspace $(KERNEL_FEATURES)
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q $(KERNEL_FEATURES)
 
 bench: deps
 	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent

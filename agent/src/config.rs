@@ -1,7 +1,7 @@
 //! `agent.toml`: parsing and validation (the format is documented in the crate doc).
 //!
 //! Parsing is two steps: serde reads the raw TOML (unknown keys and wrong types are errors
-//! with the line), then [`Config::from_raw`] checks each field and names it in the error.
+//! with the line), then `Config::from_raw` checks each field and names it in the error.
 //! Relative paths (`iw.table`, `selector.models`) are taken relative to the config file.
 
 use std::collections::BTreeMap;

@@ -12,7 +12,7 @@
 //!   one BDP), DSL (slower, deep bufferbloated buffer) or mobile (slow, extra delay, *small*
 //!   buffer of 20-50 packets, where a large IW bursts and loses packets). Rates get a per-subnet
 //!   lognormal factor (sigma 0.3).
-//! - **Volume**: a fraction [`super::IwWebConfig::light_fraction`] of subnets are *light* (few
+//! - **Volume**: a fraction [`PopulationSpec::light_fraction`] of subnets are *light* (few
 //!   flows, so they cannot qualify for a group of their own and end in an `Others`); the rest
 //!   are *heavy*. Within a subnet, arrivals are Poisson at a constant rate.
 //!

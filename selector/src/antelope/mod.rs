@@ -1,10 +1,11 @@
 //! `antelope`: Antelope's selection policy (Zhou et al., IEEE/ACM ToN; `PAPERS.md` §2).
 //!
-//! Per flow, reports are grouped into data units of N ACKs ([`unit`]); at the end of each unit
-//! the seven unit features go to one gradient-boosted regressor per candidate ([`model`]),
-//! which predicts the reward the next unit would earn on that candidate ([`reward`], Eq. 1-3,
-//! in the flow's application preference mode); the candidate with the highest prediction is
-//! the decision, and the selector's hysteresis turns two agreeing decisions into a swap.
+//! Per flow, reports are grouped into data units of N ACKs ([`unit`](mod@unit)); at the end of
+//! each unit the seven unit features go to one gradient-boosted regressor per candidate
+//! ([`model`]), which predicts the reward the next unit would earn on that candidate
+//! ([`reward`](mod@reward), Eq. 1-3, in the flow's application preference mode); the candidate
+//! with the highest prediction is the decision, and the selector's hysteresis turns two
+//! agreeing decisions into a swap.
 //! Between unit ends the policy answers [`Decision::Hold`]. A new flow starts on the
 //! candidate its destination /24 chose most often ([`iplevel`]).
 //!
