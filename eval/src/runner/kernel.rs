@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ccp_datapath::kernel::testbed::{
     Amount, Bandwidth, FlowResult as KernelFlow, FlowSpec as KernelFlowSpec, LinkConfig, Testbed,
@@ -285,23 +285,20 @@ fn run_on_testbed(
         None => None,
     };
 
-    let run = testbed.start(specs).map_err(|e| format!("flows: {e}"));
-    let results = run.and_then(|run| {
-        let mut current = link;
-        let mut changes = path_changes(cond);
-        changes.sort_by_key(|c| c.at_ns);
-        for c in &changes {
-            let at = run.started() + Duration::from_nanos(c.at_ns);
-            if let Some(wait) = at.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait);
-            }
-            current = changed(current, c);
-            testbed
-                .set_link(current.clone())
-                .map_err(|e| format!("phase at {} s: {e}", c.at_ns as f64 / 1e9))?;
-        }
-        run.wait().map_err(|e| format!("flows: {e}"))
-    });
+    // The phases as the whole link after each change, applied at their times.
+    let mut changes = path_changes(cond);
+    changes.sort_by_key(|c| c.at_ns);
+    let mut current = link;
+    let links: Vec<(Duration, LinkConfig)> = changes
+        .iter()
+        .map(|c| {
+            current = changed(current.clone(), c);
+            (Duration::from_nanos(c.at_ns), current.clone())
+        })
+        .collect();
+    let results = testbed
+        .run_with_changes(specs, &links)
+        .map_err(|e| format!("flows: {e}"));
     let swaps = match agent {
         Some((handle, selectors, bridge)) => {
             let stats = bridge.finish();
