@@ -281,11 +281,17 @@ fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> Exi
     let started = Instant::now();
     let output = runner::run(&scenario, &plan, &opts);
     let secs = started.elapsed().as_secs_f64();
+    let speed = if opts.datapath == DatapathKind::Sim {
+        format!(
+            "; {:.2} M simulated packets/s",
+            output.packets as f64 / secs.max(1e-9) / 1e6
+        )
+    } else {
+        " (real time, kernel TCP)".to_string()
+    };
     eprintln!(
-        "{} runs ({} failed) in {secs:.1} s wall time; {:.2} M simulated packets/s",
-        output.runs,
-        output.failed,
-        output.packets as f64 / secs.max(1e-9) / 1e6
+        "{} runs ({} failed) in {secs:.1} s wall time{speed}",
+        output.runs, output.failed,
     );
     if let Err(e) = write_outputs(out, &scenario.name, &output.rows, &output.series) {
         return fail(1, &e);
