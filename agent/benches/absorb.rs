@@ -14,51 +14,21 @@
 //! runs a short smoke version).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
 
 use ccp_datapath::runtime::{
     Control, Datapath, DatapathConfig, FlowInfo, MonotonicClock, Primitives, Stats, UnixTransport,
 };
+use common::{BoxResult, Proc};
 
-type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
 type Dp = Datapath<UnixTransport, MonotonicClock>;
 
 const MSS: u32 = 1448;
 const FLOWS: u32 = 8;
 const WINDOW: u64 = 8;
 const STALL: Duration = Duration::from_millis(5);
-
-struct Agent(Child, PathBuf);
-
-impl Agent {
-    fn spawn(alg: &str, config: &Path, name: &str) -> BoxResult<Self> {
-        let child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
-            .args(["--ipc", "unix", "--alg", alg, "--name", name, "--config"])
-            .arg(config)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let sock = Path::new("/tmp/ccp").join(name);
-        let start = Instant::now();
-        while !sock.exists() {
-            if start.elapsed() > Duration::from_secs(10) {
-                return Err(format!("agent never bound {}", sock.display()).into());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(Self(child, sock))
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_file(&self.1);
-    }
-}
 
 struct Run {
     answers_per_sec: f64,
@@ -123,7 +93,22 @@ fn measure(
 ) -> BoxResult<Run> {
     let pid = std::process::id();
     let agent_name = format!("bench-absorb-agent-{pid}-{tag}");
-    let _agent = Agent::spawn(alg, config, &agent_name)?;
+    let config = config.to_string_lossy();
+    let _agent = Proc::spawn(
+        env!("CARGO_BIN_EXE_ccp-agent"),
+        &[
+            "--ipc",
+            "unix",
+            "--alg",
+            alg,
+            "--name",
+            &agent_name,
+            "--config",
+            &config,
+        ],
+        &agent_name,
+        "warn",
+    )?;
     let transport = UnixTransport::bind(&format!("bench-absorb-dp-{pid}-{tag}"), &agent_name)?;
     let cfg = DatapathConfig {
         agent_timeout_ns: 1_000_000_000,

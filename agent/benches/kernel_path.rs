@@ -22,78 +22,16 @@
 //! `cargo bench -p ccp-agent --features kernel --bench kernel_path` (under
 //! `cargo test --benches` a short smoke version runs).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
+mod common;
+
+use ccp_datapath::kernel::percentile;
 use ccp_datapath::kernel::testbed::{
     Bandwidth, FlowSpec, LinkConfig, Testbed, TestbedConfig, TestbedError,
 };
-
-type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// A child process bound to `/tmp/ccp/<name>`; killed on drop.
-struct Proc(Child, PathBuf);
-
-impl Proc {
-    fn spawn(program: &str, args: &[&str], sock: &str, log: &str) -> BoxResult<Self> {
-        let child = Command::new(program)
-            .args(args)
-            .env("RUST_LOG", log)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let sock = Path::new("/tmp/ccp").join(sock);
-        let mut me = Self(child, sock);
-        let start = Instant::now();
-        while !me.1.exists() {
-            if let Some(status) = me.0.try_wait()? {
-                return Err(format!("{program} exited with {status}").into());
-            }
-            if start.elapsed() > Duration::from_secs(10) {
-                return Err(format!("{program} never bound {}", me.1.display()).into());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(me)
-    }
-
-    /// User + system CPU time of the process so far, seconds.
-    fn cpu_s(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.0.id())).unwrap_or_default();
-        // Fields after the parenthesized command name: utime is the 12th, stime the 13th.
-        let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<u64> = after
-            .split_whitespace()
-            .map(|x| x.parse().unwrap_or(0))
-            .collect();
-        let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
-        ticks as f64 / clock_ticks()
-    }
-
-    fn terminate(mut self) -> BoxResult<()> {
-        let pid = libc::pid_t::try_from(self.0.id())?;
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let start = Instant::now();
-        while self.0.try_wait()?.is_none() {
-            if start.elapsed() > Duration::from_secs(5) {
-                return Err("process did not stop on SIGTERM".into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_file(&self.1);
-    }
-}
+use common::{BoxResult, Proc, clock_ticks};
 
 /// Whether the environment variable `name` is `1`.
 fn env_flag(name: &str) -> bool {
@@ -103,12 +41,6 @@ fn env_flag(name: &str) -> bool {
 /// `KERNEL_PATH_BUSY_POLL=1`: run the datapath with `--busy-poll`.
 fn busy_poll() -> bool {
     env_flag("KERNEL_PATH_BUSY_POLL")
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
 }
 
 /// Busy CPU time of the whole machine so far (all cores), seconds.
@@ -160,12 +92,6 @@ fn one_flow(testbed: &Testbed, cca: &str, span: Duration, procs: &[&Proc]) -> Bo
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
-fn percentile(sorted: &[u64], p: usize) -> f64 {
-    sorted
-        .get(sorted.len().saturating_sub(1) * p / 100)
-        .map_or(0.0, |&v| v as f64 / 1e3)
 }
 
 /// `ccp-agent --alg cubic` and `ccp-kernel-datapath` writing its loop samples to `latency`.
@@ -285,8 +211,8 @@ fn bench_link(label: &str, link: LinkConfig, rounds: usize, span: Duration) -> B
         c_cpu / n_cpu.max(f64::MIN_POSITIVE),
         med(&ccp, |s| s.procs_ns_per_byte),
         loop_ns.len(),
-        percentile(&loop_ns, 50),
-        percentile(&loop_ns, 99),
+        percentile(&loop_ns, 50) as f64 / 1e3,
+        percentile(&loop_ns, 99) as f64 / 1e3,
     );
     Ok(())
 }

@@ -217,9 +217,7 @@ impl FlowTracker {
         }
         self.lost_pkts = self.lost_pkts.saturating_add(m.lost_pkts);
         self.timeouts = self.timeouts.saturating_add(u64::from(m.timeout));
-        if m.min_rtt_us > 0 && (self.min_rtt_us == 0 || m.min_rtt_us < self.min_rtt_us) {
-            self.min_rtt_us = m.min_rtt_us;
-        }
+        self.min_rtt_us = ccp_algorithms::rtt::lower_min(self.min_rtt_us, [m.min_rtt_us, m.rtt_us]);
         if m.rtt_us > 0 {
             let rtt = m.rtt_us as f64;
             self.srtt_us = if self.rtt_samples == 0 {
@@ -230,9 +228,6 @@ impl FlowTracker {
             self.last_rtt_us = m.rtt_us;
             self.rtt_sum_us += rtt;
             self.rtt_samples = self.rtt_samples.saturating_add(1);
-            if self.min_rtt_us == 0 || m.rtt_us < self.min_rtt_us {
-                self.min_rtt_us = m.rtt_us;
-            }
         }
         if now.saturating_sub(self.start_us) >= self.learner.settings.long_flow_us {
             self.finish(now, false);

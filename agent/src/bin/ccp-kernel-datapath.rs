@@ -14,10 +14,11 @@
 //! `kernel_cca = "ccp"`. When the agent dies or stalls, each flow falls back to the in-kernel
 //! Reno after 500 ms, and the agent takes the flows back when it returns.
 //!
-//! SIGTERM or SIGINT stops it after a summary line (records, flows, control writes, ACKs on
+//! SIGTERM or SIGINT stops it after a summary line: records, flows, control writes, ACKs on
 //! which the kernel applied a user-space window or ran its fallback, and the control loop's
-//! p50/p99: ACK in the kernel to the agent's answer written back, with the p50 of its two
-//! parts: the ring buffer up to the bridge, and the agent's answer). Needs root
+//! p50/p99 (ACK in the kernel to the agent's answer written back) with the p50 of its two
+//! parts (the ring buffer up to the bridge, and the agent's answer), over the first 1,048,576
+//! answered reports (later ones are counted, not kept). Needs root
 //! (or `CAP_BPF` + `CAP_NET_ADMIN`); exit status 2 when BPF is not available, with the reason.
 
 use std::path::{Path, PathBuf};
@@ -25,7 +26,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ccp_datapath::kernel::{KernelBridge, KernelDatapath};
+use ccp_datapath::kernel::{KernelBridge, KernelDatapath, percentile};
 use ccp_datapath::runtime::{
     Clock, Datapath, DatapathConfig, MonotonicClock, Transport, UnixTransport,
 };
@@ -75,14 +76,6 @@ fn install_stop_handlers() -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// p-th percentile (0..=100) of sorted samples.
-fn percentile(sorted: &[u64], p: usize) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    sorted[(sorted.len() - 1) * p / 100]
 }
 
 /// The summary line at exit, and the control-loop samples to `latency_out`.
@@ -159,8 +152,6 @@ fn main() -> ExitCode {
     info!(name = %cli.name, agent = %cli.agent, alg = ?cli.alg, "kernel datapath running: \
         sockets using `ccp` are driven by the agent");
 
-    let mut latencies: Vec<u64> = Vec::new();
-    let mut parts: Vec<(u64, u64)> = Vec::new();
     let every = Duration::from_secs(cli.stats_secs);
     let mut next_stats = Instant::now() + every;
     let mut result = Ok(());
@@ -174,8 +165,6 @@ fn main() -> ExitCode {
             result = Err(e);
             break;
         }
-        latencies.append(&mut bridge.take_loop_latencies());
-        parts.append(&mut bridge.take_loop_parts());
         if cli.stats_secs > 0 && Instant::now() >= next_stats {
             next_stats += every;
             let s = bridge.stats();
@@ -192,8 +181,9 @@ fn main() -> ExitCode {
             );
         }
     }
-    latencies.append(&mut bridge.take_loop_latencies());
-    parts.append(&mut bridge.take_loop_parts());
+    // The bridge keeps the first samples (bounded); they are summarized once, at exit.
+    let latencies = bridge.take_loop_latencies();
+    let parts = bridge.take_loop_parts();
     summarize(&bridge, latencies, &parts, cli.latency_out.as_deref());
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,7 +11,8 @@ use crate::runtime::{Actions, Clock, Control, Datapath, Transport};
 /// A control entry is rewritten at least this often while unchanged, so the BPF program never
 /// takes it for stale while the agent is in control.
 const REFRESH_NS: u64 = FALLBACK_TIMEOUT_NS / 4;
-/// Control-loop samples kept (about 8 MB); later ones are counted, not kept.
+/// Control-loop samples kept until taken (about 24 MB with their parts); later ones are
+/// counted in [`BridgeStats::loop_samples_dropped`], not kept.
 const MAX_LOOP_SAMPLES: usize = 1 << 20;
 
 /// What the bridge has done.
@@ -256,7 +257,6 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
                 prims.snd_rate = rate;
             }
         }
-        let reports_before = self.runtime.stats().reports_sent;
         let actions = match self.runtime.invoke(flow.sid, &prims) {
             Ok(a) => a,
             Err(e) => {
@@ -265,7 +265,7 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
                 return Ok(());
             }
         };
-        if self.runtime.stats().reports_sent > reports_before {
+        if actions.reported {
             flow.report_ack_ns = Some((r.now_ns, monotonic_ns()));
         }
         match actions.control {

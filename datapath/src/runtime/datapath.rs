@@ -241,6 +241,7 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
             self.stats.reports_sent += 1;
             self.send_scratch(now_ns);
         }
+        actions.reported = report;
         Ok(actions)
     }
 

@@ -88,6 +88,8 @@ pub struct Actions {
     pub control: Control,
     /// The program faulted on this ACK (the flow continues; see [`vm::VmError`]).
     pub fault: Option<vm::VmError>,
+    /// This invocation sent the agent a report (MEASURE).
+    pub reported: bool,
 }
 
 /// Who controls a flow right now.

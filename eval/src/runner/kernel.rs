@@ -30,7 +30,7 @@ use ccp_datapath::kernel::testbed::{
     Amount, Bandwidth, FlowResult as KernelFlow, FlowSpec as KernelFlowSpec, LinkConfig, Testbed,
     TestbedConfig,
 };
-use ccp_datapath::kernel::{BridgeStats, KernelBridge, KernelDatapath, KernelStats};
+use ccp_datapath::kernel::{BridgeStats, KernelBridge, KernelDatapath, KernelStats, percentile};
 use ccp_datapath::runtime::{ChannelTransport, Datapath, DatapathConfig, MonotonicClock};
 use ccp_datapath::sim::{FlowResult, LinkRate, PathChange, Sample, Scheme};
 use tracing::info;
@@ -79,17 +79,15 @@ impl BridgeThread {
                     Datapath::new(DatapathConfig::default(), transport, MonotonicClock::new());
                 let mut bridge = KernelBridge::new(kernel, runtime, Some(alg));
                 let _ = ready_tx.send(Ok(()));
-                let mut loop_ns = Vec::new();
                 while !flag.load(Ordering::Relaxed) {
                     bridge
                         .step(Duration::from_millis(5))
                         .map_err(|e| format!("kernel bridge: {e}"))?;
-                    loop_ns.append(&mut bridge.take_loop_latencies());
                 }
                 Ok(KernelRunStats {
                     bridge: bridge.stats(),
                     kernel: bridge.kernel.stats().unwrap_or_default(),
-                    loop_ns,
+                    loop_ns: bridge.take_loop_latencies(),
                 })
             })
             .map_err(|e| format!("starting the bridge thread: {e}"))?;
@@ -307,11 +305,7 @@ fn run_on_testbed(
             let k = stats?;
             let mut l = k.loop_ns;
             l.sort_unstable();
-            let p = |q: usize| {
-                l.get(l.len().saturating_sub(1) * q / 100)
-                    .copied()
-                    .unwrap_or(0)
-            };
+            let p = |q: usize| percentile(&l, q);
             info!(condition = %cond.id, scheme = %job.scheme, acks = k.bridge.acks,
                 user_acks = k.kernel.user_acks, fallback_acks = k.kernel.fallback_acks,
                 loop_p50_us = p(50) as f64 / 1e3, loop_p99_us = p(99) as f64 / 1e3, "kernel run");

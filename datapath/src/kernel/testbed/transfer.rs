@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::netns::NetNs;
 use super::{RECEIVER_ADDR, TestbedError};
-use crate::kernel::tcp;
+use crate::kernel::{percentile, tcp};
 
 /// How often the sender's `TCP_INFO` is sampled.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
@@ -746,15 +746,6 @@ fn summarize(
     }
 }
 
-/// Nearest-rank percentile of sorted values (0 when empty).
-fn percentile(sorted: &[u32], pct: usize) -> u32 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (sorted.len() * pct).div_ceil(100).max(1);
-    sorted.get(rank - 1).copied().unwrap_or(0)
-}
-
 /// One point per [`SERIES_INTERVAL`] (or the first sample after it).
 fn series(samples: &[InfoSample]) -> Vec<SeriesPoint> {
     let mut points = Vec::new();
@@ -877,7 +868,7 @@ mod tests {
         assert_eq!(percentile(&v, 50), 50);
         assert_eq!(percentile(&v, 95), 95);
         assert_eq!(percentile(&[7], 95), 7);
-        assert_eq!(percentile(&[], 50), 0);
+        assert_eq!(percentile::<u32>(&[], 50), 0);
     }
 
     #[test]
