@@ -7,7 +7,7 @@
 use ccp_datapath::agent::Aimd;
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
-    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
+    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation, Trace,
     WIRE_OVERHEAD_BYTES,
 };
 
@@ -68,6 +68,42 @@ fn fixed_window_gets_min_of_window_over_rtt_and_capacity() {
         assert!(
             err < 0.06,
             "cwnd {pkts} pkts: {got:.0} bit/s, expected {expect_bps:.0} ({err:.3})"
+        );
+    }
+}
+
+/// A trace of `mbps` with the same number of opportunities every millisecond, 1 s long.
+fn flat_trace(mbps: u64) -> Trace {
+    // One opportunity carries 1500 bytes: mbps * 10^6 / 8 / 1500 per second.
+    let per_s = mbps * 1_000_000 / 8 / 1500;
+    let text = (0..per_s)
+        .map(|k| (k * 1000 / per_s + 1).to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    Trace::parse("flat", &text).expect("trace")
+}
+
+#[test]
+fn a_trace_link_delivers_its_rate_above_one_packet_per_ms() {
+    // Each opportunity carries one 1448-byte segment. A trace link once delivered at most
+    // one packet per millisecond (12 Mbit/s), whatever the trace said.
+    for mbps in [6u64, 24, 48, 96] {
+        let trace = flat_trace(mbps);
+        let flow = FlowSpec::bulk(
+            Scheme::Fixed {
+                cwnd_bytes: 4_000 * MSS,
+            },
+            10 * MS,
+        );
+        let mut cfg = config(0, 50_000_000, 0.0, vec![flow], 5);
+        cfg.link.rate = LinkRate::Trace(trace.clone());
+        let r = run(cfg);
+        let got = r.flows[0].throughput_bps(r.duration_ns);
+        let expect = trace.mean_bps() as f64 * SEG / 1500.0;
+        println!("trace {mbps} Mbit/s: {got:.0} bit/s, expected {expect:.0}");
+        assert!(
+            (got - expect).abs() / expect < 0.05,
+            "trace {mbps} Mbit/s: {got:.0} bit/s, expected {expect:.0}"
         );
     }
 }

@@ -66,7 +66,19 @@ pub struct FlowRow {
     pub retransmits: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
-    /// `ok`, or `failed: <why>` for a run that failed (its metrics are zero).
+    /// CCP flows: seconds the datapath's built-in fallback rule, not the scheme, controlled
+    /// the flow (no agent, agent silent, or its program not installed yet); 0 for built-in
+    /// schemes and in kernel mode (where a run the agent never controlled fails instead).
+    #[serde(default)]
+    pub fallback_s: f64,
+    /// CCP flows: times the agent took control from the fallback rule (1 when it controlled
+    /// the flow throughout; more after the agent died and came back); 0 for built-in schemes.
+    #[serde(default)]
+    pub takeovers: u64,
+    /// `ok`; `failed: <why>` for a run that failed (its metrics are zero); `no-control:
+    /// <why>` for a CCP flow its scheme never controlled; `no-delivery: <why>` for a flow that
+    /// delivered nothing; `invalid: <why>` for metrics that cannot be right. Only `ok` rows
+    /// count towards scheme metrics.
     pub status: String,
 }
 

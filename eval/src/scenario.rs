@@ -86,7 +86,7 @@ pub enum Buffer {
     Bdp(f64),
     /// Bytes.
     Bytes(u64),
-    /// 1500-byte packets.
+    /// Full-size frames (1514 bytes each on the wire: 1448 of payload and 66 of headers).
     Packets(u64),
 }
 
@@ -625,8 +625,9 @@ fn buffer(
                 src,
                 b,
                 f("buffer_bytes"),
-                |&n| n >= 1500,
-                "must hold at least one packet",
+                |&n| n >= crate::runner::FRAME_BYTES,
+                "must hold at least one full-size frame (1514 bytes: 1448 of payload and 66 of \
+                 headers)",
             )?;
             Buffer::Bytes(*b.get_ref())
         }

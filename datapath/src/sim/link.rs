@@ -118,22 +118,62 @@ impl Trace {
         Self::parse(&name, &text)
     }
 
-    /// Mean rate over one period, bits per second.
+    /// Mean rate over one period, bits per second (computed in 128 bits: a long trace's
+    /// bits times 10^9 do not fit 64).
     pub fn mean_bps(&self) -> u64 {
-        self.opportunities_ns.len() as u64 * u64::from(TRACE_MTU_BYTES) * 8 * 1_000_000_000
-            / self.period_ns
+        let bits = self.opportunities_ns.len() as u128 * u128::from(TRACE_MTU_BYTES) * 8;
+        let bps = bits * 1_000_000_000 / u128::from(self.period_ns.max(1));
+        u64::try_from(bps).unwrap_or(u64::MAX)
     }
 
     /// The first opportunity at or after `t_ns`, as an absolute time.
     pub fn next_opportunity(&self, t_ns: u64) -> u64 {
+        self.at(self.first_at_or_after(t_ns))
+    }
+
+    /// The ordinal (counted from time 0 over repeated periods) of the first opportunity at or
+    /// after `t_ns`. The last timestamp of a period and the first of the next can coincide
+    /// (a trace "0 5 10" has two opportunities at 10 ms): both count.
+    fn first_at_or_after(&self, t_ns: u64) -> u64 {
+        let n = self.opportunities_ns.len() as u64;
+        if n == 0 || self.period_ns == 0 {
+            return u64::MAX;
+        }
         let cycle = t_ns / self.period_ns;
         let offset = t_ns % self.period_ns;
-        let i = self.opportunities_ns.partition_point(|&o| o < offset);
-        if let Some(&o) = self.opportunities_ns.get(i) {
-            cycle * self.period_ns + o
-        } else {
-            (cycle + 1) * self.period_ns + self.opportunities_ns[0]
+        let i = self.opportunities_ns.partition_point(|&o| o < offset) as u64;
+        let mut k = cycle.saturating_mul(n).saturating_add(i);
+        while k > 0 && self.at(k - 1) >= t_ns {
+            k -= 1;
         }
+        k
+    }
+
+    /// The absolute time of opportunity number `k` (counted from time 0); `u64::MAX` for a
+    /// trace with no opportunities.
+    fn at(&self, k: u64) -> u64 {
+        let n = self.opportunities_ns.len() as u64;
+        if n == 0 {
+            return u64::MAX;
+        }
+        let (cycle, i) = (k / n, (k % n) as usize);
+        cycle
+            .saturating_mul(self.period_ns)
+            .saturating_add(self.opportunities_ns[i])
+    }
+
+    /// Opportunities in `[from_ns, to_ns)`.
+    pub fn opportunities_between(&self, from_ns: u64, to_ns: u64) -> u64 {
+        if to_ns <= from_ns {
+            return 0;
+        }
+        self.first_at_or_after(to_ns) - self.first_at_or_after(from_ns)
+    }
+
+    /// Bits the trace can carry in `[from_ns, to_ns)`: one [`TRACE_MTU_BYTES`] packet per
+    /// opportunity.
+    pub fn capacity_bits_between(&self, from_ns: u64, to_ns: u64) -> u128 {
+        u128::from(self.opportunities_between(from_ns, to_ns)) * u128::from(TRACE_MTU_BYTES) * 8
     }
 }
 
@@ -188,6 +228,10 @@ pub struct Bottleneck {
     queue: VecDeque<LinkPacket>,
     queued_bytes: u64,
     busy: bool,
+    /// Trace links: the ordinal of the first opportunity not yet used (or passed by). Each
+    /// opportunity carries one packet, so opportunities that share a millisecond (mahimahi
+    /// repeats a timestamp once per packet it can carry then) each carry their own.
+    next_opportunity: u64,
 }
 
 impl Bottleneck {
@@ -202,12 +246,15 @@ impl Bottleneck {
             queue: VecDeque::new(),
             queued_bytes: 0,
             busy: false,
+            next_opportunity: 0,
         }
     }
 
-    /// Changes the drain rate; the packet in service finishes at the old rate.
+    /// Changes the drain rate; the packet in service finishes at the old rate. A new trace
+    /// is replayed on the simulation's clock (its opportunities before now are passed by).
     pub fn set_rate(&mut self, rate: LinkRate) {
         self.rate = rate;
+        self.next_opportunity = 0;
     }
 
     /// Changes the random loss probability.
@@ -243,12 +290,22 @@ impl Bottleneck {
         (Admit::Queued, Some(self.service_end(p.bytes, now_ns)))
     }
 
-    fn service_end(&self, bytes: u32, now_ns: u64) -> u64 {
+    /// When a packet whose service starts at `now_ns` leaves; a trace opportunity it takes is
+    /// used up.
+    fn service_end(&mut self, bytes: u32, now_ns: u64) -> u64 {
         match &self.rate {
             LinkRate::Constant { bps } => {
                 now_ns + (u128::from(bytes) * 8 * 1_000_000_000 / u128::from((*bps).max(1))) as u64
             }
-            LinkRate::Trace(t) => t.next_opportunity(now_ns),
+            LinkRate::Trace(t) => {
+                let mut k = self.next_opportunity;
+                if t.at(k) < now_ns {
+                    // Opportunities that passed while the queue was empty are wasted.
+                    k = k.max(t.first_at_or_after(now_ns));
+                }
+                self.next_opportunity = k.saturating_add(1);
+                t.at(k)
+            }
         }
     }
 
@@ -259,15 +316,8 @@ impl Bottleneck {
         if let Some(p) = p {
             self.queued_bytes -= u64::from(p.bytes);
         }
-        if let Some(next) = self.queue.front() {
-            // A trace opportunity is consumed by the departing packet; the next one needs a
-            // later opportunity.
-            let from = if matches!(self.rate, LinkRate::Trace(_)) {
-                now_ns + 1
-            } else {
-                now_ns
-            };
-            (p, Some(self.service_end(next.bytes, from)))
+        if let Some(bytes) = self.queue.front().map(|n| n.bytes) {
+            (p, Some(self.service_end(bytes, now_ns)))
         } else {
             self.busy = false;
             (p, None)
@@ -298,6 +348,90 @@ mod tests {
             Trace::parse("f", "\n"),
             Err(TraceError::Empty { .. })
         ));
+    }
+
+    fn pkt(pn: u64) -> LinkPacket {
+        LinkPacket {
+            flow: 0,
+            pn,
+            bytes: 1514,
+            enqueued_ns: 0,
+        }
+    }
+
+    /// Departure times of `count` packets all offered at time 0 to an unbounded trace link.
+    fn departures(trace: &Trace, count: u64) -> Vec<u64> {
+        let mut b = Bottleneck::new(LinkRate::Trace(trace.clone()), u64::MAX, 0.0, Rng::new(1));
+        let mut next = None;
+        for pn in 0..count {
+            let (admit, end) = b.offer(pkt(pn), 0);
+            assert_eq!(admit, Admit::Queued);
+            next = next.or(end);
+        }
+        let mut out = Vec::new();
+        while let Some(t) = next {
+            out.push(t);
+            next = b.depart(t).1;
+        }
+        out
+    }
+
+    #[test]
+    fn every_repeated_timestamp_is_its_own_opportunity() {
+        // mahimahi writes a millisecond once per packet it can carry: 4 per ms is 48 Mbit/s.
+        // Before the fix the link found the next opportunity strictly after the last one and
+        // delivered one packet per millisecond.
+        let t = Trace::parse("t", "1\n1\n1\n1\n").expect("parse");
+        assert_eq!(t.mean_bps(), 48_000_000);
+        let d = departures(&t, 40);
+        assert_eq!(d.len(), 40);
+        for (i, &at) in d.iter().enumerate() {
+            assert_eq!(at, (i as u64 / 4 + 1) * 1_000_000, "packet {i}");
+        }
+    }
+
+    #[test]
+    fn opportunities_at_a_period_boundary_all_count() {
+        // "0 5 10" repeats every 10 ms: 10 ms has the last line of one period and the first
+        // of the next.
+        let t = Trace::parse("t", "0\n5\n10\n").expect("parse");
+        assert_eq!(
+            departures(&t, 6),
+            [0, 5, 10, 10, 15, 20].map(|ms| ms * 1_000_000)
+        );
+        assert_eq!(t.opportunities_between(0, 10_000_000), 2);
+        assert_eq!(t.opportunities_between(0, 10_000_001), 4);
+        assert_eq!(t.opportunities_between(10_000_000, 30_000_000), 6);
+        assert_eq!(t.opportunities_between(7, 7), 0);
+    }
+
+    #[test]
+    fn idle_opportunities_are_wasted() {
+        let t = Trace::parse("t", "1\n1\n2\n3\n4\n").expect("parse");
+        let mut b = Bottleneck::new(LinkRate::Trace(t), u64::MAX, 0.0, Rng::new(1));
+        // Nothing queued at 1 and 2 ms: a packet arriving at 2.5 ms leaves at 3 ms.
+        assert_eq!(b.offer(pkt(0), 2_500_000), (Admit::Queued, Some(3_000_000)));
+        assert_eq!(b.offer(pkt(1), 2_600_000), (Admit::Queued, None));
+        assert_eq!(b.depart(3_000_000).1, Some(4_000_000));
+    }
+
+    #[test]
+    fn a_long_fast_trace_has_its_rate() {
+        // 1.6 million opportunities in 180 s (107 Mbit/s): bits x 10^9 overflow 64 bits, which
+        // once reported 4.18 Mbit/s.
+        let lines = 1_600_000u64;
+        let ops: Vec<u64> = (0..lines)
+            .map(|i| (i * 180_000 / lines + 1) * 1_000_000)
+            .collect();
+        let t = Trace {
+            period_ns: 180_000 * 1_000_000,
+            opportunities_ns: ops,
+        };
+        assert_eq!(t.mean_bps(), 106_666_666);
+        assert_eq!(
+            t.capacity_bits_between(0, t.period_ns + 1),
+            u128::from(lines) * 1500 * 8
+        );
     }
 
     #[test]

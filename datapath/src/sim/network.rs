@@ -19,7 +19,9 @@ use super::rng::Rng;
 use super::tcp::Sender;
 use crate::runtime::fallback::RenoFallback;
 use crate::runtime::transport::{NoAgent, RecvError, SendError, Transport, UnixTransport};
-use crate::runtime::{Datapath, DatapathConfig, FlowInfo, ManualClock, RuntimeError};
+use crate::runtime::{
+    Control as RuntimeControl, Datapath, DatapathConfig, FlowInfo, ManualClock, RuntimeError,
+};
 
 /// The bottleneck.
 #[derive(Debug, Clone)]
@@ -180,6 +182,17 @@ pub struct FlowResult {
     pub series: Vec<Sample>,
     /// ACKs on which a program fault stopped the flow's invocation.
     pub vm_faults: u64,
+    /// CCP flows: ACKs an agent's program handled.
+    pub agent_acks: u64,
+    /// CCP flows: ACKs the datapath's built-in fallback rule handled (no agent, agent silent,
+    /// or no program installed yet).
+    pub fallback_acks: u64,
+    /// CCP flows: time under the fallback rule, ns: from the flow's start (or its last ACK)
+    /// to each ACK the fallback rule handled.
+    pub fallback_ns: u64,
+    /// CCP flows: times an agent took control from the fallback rule (1 for a flow the agent
+    /// controlled from its first ACK to its last; more after an agent died and came back).
+    pub takeovers: u64,
 }
 
 impl FlowResult {
@@ -291,6 +304,33 @@ struct FlowState {
     rto_event_at: Option<u64>,
     wake_at: Option<u64>,
     result: FlowResult,
+    /// CCP flows: who handled the last ACK (`None` before the first).
+    under_agent: Option<bool>,
+    /// CCP flows: time of the last ACK.
+    last_ack_ns: Option<u64>,
+}
+
+impl FlowState {
+    /// Accounts one ACK of a CCP flow to the agent or to the fallback rule.
+    fn note_control(&mut self, control: RuntimeControl, now_ns: u64) {
+        let r = &mut self.result;
+        match control {
+            RuntimeControl::Agent => {
+                if self.under_agent != Some(true) {
+                    r.takeovers += 1;
+                }
+                r.agent_acks += 1;
+                self.under_agent = Some(true);
+            }
+            RuntimeControl::Fallback => {
+                let since = self.last_ack_ns.unwrap_or(r.start_ns);
+                r.fallback_ns += now_ns.saturating_sub(since);
+                r.fallback_acks += 1;
+                self.under_agent = Some(false);
+            }
+        }
+        self.last_ack_ns = Some(now_ns);
+    }
 }
 
 /// A simulation ready to run.
@@ -362,6 +402,8 @@ impl Simulation {
                     start_ns: spec.start_ns,
                     ..FlowResult::default()
                 },
+                under_agent: None,
+                last_ack_ns: None,
                 spec: spec.clone(),
             })
             .collect();
@@ -635,6 +677,7 @@ impl Simulation {
                 let sid = *sid;
                 let a = self.dp.invoke(sid, &out.prims)?;
                 let fl = &mut self.flows[f];
+                fl.note_control(a.control, now);
                 if let Some(c) = a.cwnd_bytes {
                     fl.sender.cwnd_bytes = c.max(fl.sender.mss_bytes());
                 }

@@ -33,6 +33,8 @@ fn row(cond: &str, env: &str, scheme: &str, seed: u64, reward: f64) -> FlowRow {
         jain: 1.0,
         retransmits: 0,
         timeouts: 0,
+        fallback_s: 0.0,
+        takeovers: 0,
         status: "ok".into(),
     }
 }

@@ -203,7 +203,7 @@ fn as_flow_result(
         queue_delay_samples_us,
         min_rtt_ns: u64::from(k.min_rtt_us) * 1000,
         series,
-        vm_faults: 0,
+        ..FlowResult::default()
     }
 }
 
@@ -303,6 +303,13 @@ fn run_on_testbed(
             handle.kill();
             let _ = handle.wait();
             let k = stats?;
+            if k.kernel.user_acks == 0 && k.kernel.fallback_acks > 0 {
+                return Err(format!(
+                    "the agent never controlled the run's CCP flows ({} ACKs on the in-kernel \
+                     fallback)",
+                    k.kernel.fallback_acks
+                ));
+            }
             let mut l = k.loop_ns;
             l.sort_unstable();
             let p = |q: usize| percentile(&l, q);
@@ -336,7 +343,7 @@ pub(super) fn execute(
     let duration_ns = duration.as_nanos() as u64;
     let base_rtt_us = (cond.rtt_ms * 1e3) as u32;
     let every_ns = scenario.series_interval_ms * 1_000_000;
-    let (_, capacity_bps) = link_for(cond);
+    let (link, capacity_bps) = link_for(cond);
     let results: Vec<FlowResult> = flows
         .iter()
         .zip(&outcome.flows)
@@ -359,6 +366,7 @@ pub(super) fn execute(
             results: &results,
             duration_ns,
             capacity_bps,
+            first_rate: &link.rate,
             buffer_bytes: testbed_link(cond).buffer_bytes,
         },
         outcome.swaps,

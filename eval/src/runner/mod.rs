@@ -81,6 +81,13 @@ pub enum RunError {
     /// A malformed shard.
     #[error("bad shard {0}/{1}: need 0 <= I < N")]
     BadShard(usize, usize),
+    /// `--realtime` with no live agent at the named socket: every CCP flow would run the
+    /// datapath's fallback rule under the scheme's name.
+    #[error(
+        "no agent is listening at {0} (start one, e.g. `ccp-eval agent --name <name>`, or drop \
+         --realtime)"
+    )]
+    NoAgent(String),
 }
 
 /// One run to do.
@@ -137,6 +144,15 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
         && (n == 0 || k >= n)
     {
         return Err(RunError::BadShard(k, n));
+    }
+    if let Some(name) = &opts.realtime_agent {
+        let path = std::path::Path::new("/tmp/ccp").join(name);
+        let probe = std::os::unix::net::UnixDatagram::unbound()
+            .and_then(|s| s.connect(&path))
+            .is_ok();
+        if !probe {
+            return Err(RunError::NoAgent(path.display().to_string()));
+        }
     }
     let seeds = opts
         .seed
@@ -276,6 +292,16 @@ fn run_job(scenario: &Scenario, job: &Job, opts: &RunOptions) -> JobOutput {
     }
 }
 
+/// A full-size frame on the wire: an MSS of payload and its headers. Buffers are counted in
+/// these (`buffer_pkts`).
+pub const FRAME_BYTES: u64 = MSS_BYTES as u64 + ccp_datapath::sim::WIRE_OVERHEAD_BYTES as u64;
+/// The smallest bottleneck buffer, bytes: two full-size frames. The simulator's buffer holds
+/// the frame being serialized too, so this is one frame on the wire and one waiting, what a
+/// kernel qdisc limited to one frame gives (the frame in service has left the qdisc). Smaller
+/// buffers (TCP-RL's grid has 1 Mbit/s x 10 ms x 1 BDP = 1,250 bytes; `buffer_pkts = 1`) are
+/// raised to it, and `results.csv` shows the buffer used (`docs/eval.md`).
+pub const MIN_BUFFER_BYTES: u64 = 2 * FRAME_BYTES;
+
 /// The bottleneck of a condition at its start, and its mean rate in bit/s.
 fn link_for(cond: &Condition) -> (LinkSpec, u64) {
     let rate = match &cond.rate {
@@ -290,9 +316,9 @@ fn link_for(cond: &Condition) -> (LinkSpec, u64) {
     let buffer_bytes = match cond.buffer {
         Buffer::Bdp(x) => (bdp_bytes * x) as u64,
         Buffer::Bytes(b) => b,
-        Buffer::Packets(p) => p * 1500,
+        Buffer::Packets(p) => p.saturating_mul(FRAME_BYTES),
     }
-    .max(1500);
+    .max(MIN_BUFFER_BYTES);
     (
         LinkSpec {
             rate,
@@ -349,6 +375,7 @@ fn simulate(
     opts: &RunOptions,
 ) -> Result<JobOutput, String> {
     let (link, capacity_bps) = link_for(cond);
+    let first_rate = link.rate.clone();
     let owd = (cond.rtt_ms * 1e6 / 2.0) as u64;
     let flows = flow_specs(scenario, &job.scheme, owd);
     let buffer_bytes = link.buffer_bytes;
@@ -400,6 +427,7 @@ fn simulate(
             results: &result.flows,
             duration_ns,
             capacity_bps,
+            first_rate: &first_rate,
             buffer_bytes,
         },
         swaps,
@@ -413,6 +441,9 @@ struct Finished<'a> {
     results: &'a [FlowResult],
     duration_ns: u64,
     capacity_bps: u64,
+    /// The bottleneck's rate at the start (a trace's capacity is counted in each flow's
+    /// window).
+    first_rate: &'a LinkRate,
     buffer_bytes: u64,
 }
 
@@ -448,12 +479,15 @@ fn job_output(
     for (i, ((role, name, spec), r)) in f.flows.iter().zip(f.results).enumerate() {
         let capacity = mean_capacity_bps(
             cond,
-            f.capacity_bps,
+            f.first_rate,
             r.start_ns,
             r.completion_ns.unwrap_or(f.duration_ns),
         );
         let mut row = ctx.row(i, role, name, spec);
         fill_metrics(&mut row, r, f.duration_ns, capacity);
+        if let Some(why) = suspect(spec, r, &row, f.duration_ns) {
+            row.status = why;
+        }
         out.rows.push(row);
         let mut last = (r.start_ns, 0u64);
         for s in &r.series {
@@ -521,31 +555,36 @@ fn swap_rows(
         .collect()
 }
 
-/// Capacity averaged over `[start, end]`, following the condition's phases.
-fn mean_capacity_bps(cond: &Condition, first_bps: u64, start_ns: u64, end_ns: u64) -> f64 {
-    if cond.phases.is_empty() || end_ns <= start_ns {
-        return first_bps as f64;
+/// Capacity averaged over `[start, end)`, bits per second: the first rate (a trace's own
+/// delivery opportunities in that window, not its mean over its period) and then the
+/// condition's phases.
+fn mean_capacity_bps(cond: &Condition, first: &LinkRate, start_ns: u64, end_ns: u64) -> f64 {
+    if end_ns <= start_ns {
+        return first.mean_bps() as f64;
     }
-    let mut points: Vec<(u64, f64)> = vec![(0, first_bps as f64)];
-    let mut cur = first_bps as f64;
+    let mut segments: Vec<(u64, Option<f64>)> = vec![(0, None)];
     let mut phases = cond.phases.clone();
     phases.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
     for p in &phases {
         if let Some(b) = p.bw_mbps {
-            cur = b * 1e6;
+            segments.push(((p.at_s * 1e9) as u64, Some(b * 1e6)));
         }
-        points.push(((p.at_s * 1e9) as u64, cur));
     }
-    let mut total = 0.0;
-    for (i, &(t, bps)) in points.iter().enumerate() {
-        let next = points.get(i + 1).map_or(u64::MAX, |p| p.0);
+    let mut bits = 0.0;
+    for (i, &(t, bps)) in segments.iter().enumerate() {
+        let next = segments.get(i + 1).map_or(u64::MAX, |p| p.0);
         let lo = t.max(start_ns);
         let hi = next.min(end_ns);
-        if hi > lo {
-            total += bps * (hi - lo) as f64;
+        if hi <= lo {
+            continue;
         }
+        bits += match (bps, first) {
+            (Some(bps), _) => bps * (hi - lo) as f64 / 1e9,
+            (None, LinkRate::Trace(trace)) => trace.capacity_bits_between(lo, hi) as f64,
+            (None, LinkRate::Constant { bps }) => *bps as f64 * (hi - lo) as f64 / 1e9,
+        };
     }
-    total / (end_ns - start_ns) as f64
+    bits * 1e9 / (end_ns - start_ns) as f64
 }
 
 /// What every row of one run shares.
@@ -589,6 +628,8 @@ impl RowCtx<'_> {
             jain: self.jain,
             retransmits: 0,
             timeouts: 0,
+            fallback_s: 0.0,
+            takeovers: 0,
             status: "ok".into(),
         }
     }
@@ -623,6 +664,34 @@ fn fill_metrics(row: &mut FlowRow, r: &FlowResult, duration_ns: u64, capacity_bp
     row.power = tput / (rtt_ms / 1e3);
     row.retransmits = r.retransmits;
     row.timeouts = r.timeouts;
+    row.fallback_s = r.fallback_ns as f64 / 1e9;
+    row.takeovers = r.takeovers;
+}
+
+/// Why a finished flow's row must not count as a result of its scheme, if it must not: its
+/// scheme never controlled it, it delivered nothing, or its metrics are impossible.
+fn suspect(spec: &FlowSpec, r: &FlowResult, row: &FlowRow, duration_ns: u64) -> Option<String> {
+    if row.utilization > 1.0 + 1e-9 || !row.utilization.is_finite() {
+        return Some(format!(
+            "invalid: utilization {:.4} > 1 (goodput {:.3} Mbit/s)",
+            row.utilization, row.throughput_mbps
+        ));
+    }
+    if matches!(spec.scheme, Scheme::Ccp { .. }) && r.agent_acks == 0 && r.fallback_acks > 0 {
+        return Some(format!(
+            "no-control: no agent program ever controlled this flow ({} ACKs, {:.1} s on the              datapath's fallback rule)",
+            r.fallback_acks, row.fallback_s
+        ));
+    }
+    if r.delivered_bytes == 0 && r.start_ns < duration_ns {
+        return Some(format!(
+            "no-delivery: nothing delivered in {:.1} s ({} packets sent, {} dropped: a dead              link or a starved flow)",
+            duration_ns.saturating_sub(r.start_ns) as f64 / 1e9,
+            r.packets_sent,
+            r.packets_dropped
+        ));
+    }
+    None
 }
 
 /// The `q` quantile (nearest rank) of `samples`, as f64; 0 for none.

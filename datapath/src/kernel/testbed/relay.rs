@@ -722,6 +722,23 @@ mod tests {
     }
 
     #[test]
+    fn trace_queue_uses_every_repeated_timestamp() {
+        // mahimahi writes a millisecond once per packet it can carry: "1 1 1 2" carries three
+        // full-size packets at 1 ms and one at 2 ms.
+        let t0 = Instant::now();
+        let t = Arc::new(Trace::parse("t", "1\n1\n1\n2\n").unwrap());
+        let mut q = TraceQueue::new(t, 100_000, t0);
+        for _ in 0..4 {
+            assert!(q.push(frame(1500), t0));
+        }
+        let mut out = 0;
+        q.serve(t0 + Duration::from_millis(1), |_| out += 1);
+        assert_eq!(out, 3);
+        q.serve(t0 + Duration::from_millis(2), |_| out += 1);
+        assert_eq!(out, 4);
+    }
+
+    #[test]
     fn trace_queue_packs_small_packets_and_drops_at_the_limit() {
         let t0 = Instant::now();
         let mut q = TraceQueue::new(one_per_ms(), 3 * (ETH_HEADER_BYTES as u64 + 500), t0);
