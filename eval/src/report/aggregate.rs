@@ -49,6 +49,11 @@ pub struct Counts {
     pub schemes: usize,
     /// Counted flow rows whose reward was not finite (left out of every reward mean).
     pub nonfinite_rewards: usize,
+    /// Counted flow rows that spent some time under the datapath's fallback rule after their
+    /// start (an agent that answered late, died or came back).
+    pub partly_fallback: usize,
+    /// Their time under the fallback rule, s, summed.
+    pub fallback_s: f64,
 }
 
 /// One environment's table: one row per scheme.
@@ -294,6 +299,9 @@ pub fn summarize(title: &str, rows: &[FlowRow]) -> Summary {
     let ok: Vec<&FlowRow> = rows.iter().filter(|r| counted(r)).collect();
     counts.main_flows_ok = ok.len();
     counts.nonfinite_rewards = ok.iter().filter(|r| !r.reward.is_finite()).count();
+    let partly: Vec<&&FlowRow> = ok.iter().filter(|r| r.fallback_s > 0.0).collect();
+    counts.partly_fallback = partly.len();
+    counts.fallback_s = partly.iter().map(|r| r.fallback_s).sum();
 
     let envs = env_tables(&ok);
     let conditions = condition_results(rows, &ok);

@@ -117,6 +117,14 @@ pub(crate) fn render(s: &Summary, plots: &Plots) -> String {
             c.nonfinite_rewards
         );
     }
+    if c.partly_fallback > 0 {
+        let _ = writeln!(
+            out,
+            "- Counted flows partly driven by the datapath's fallback rule instead of their scheme: \
+             {} ({:.1} s in all; column `fallback_s` of `results.csv`)",
+            c.partly_fallback, c.fallback_s
+        );
+    }
     out.push_str(
         "\nOnly flows with status `ok` and role `main` count towards scheme metrics. Reward is TCP-RL's \
          ln(throughput in Mbit/s / mean RTT in ms), so it is negative whenever throughput/RTT < 1; \

@@ -176,6 +176,23 @@ fn aggregation() {
 }
 
 #[test]
+fn flows_partly_under_the_fallback_rule_are_counted_and_said() {
+    let mut rows = synthetic();
+    rows[0].fallback_s = 1.5;
+    rows[2].fallback_s = 0.5;
+    let s = summarize("t", &rows);
+    assert_eq!(s.counts.partly_fallback, 2);
+    assert!(close(s.counts.fallback_s, 2.0));
+    let md = super::markdown::render(&s, &super::plots::render(&s, &rows, &[]));
+    assert!(
+        md.contains(
+            "partly driven by the datapath's fallback rule instead of their scheme: 2 (2.0 s"
+        ),
+        "{md}"
+    );
+}
+
+#[test]
 fn reward_loss_edge_cases() {
     assert_eq!(aggregate::reward_loss(0.0, 0.0), Some(0.0));
     assert_eq!(aggregate::reward_loss(0.0, -1.0), None);
