@@ -27,6 +27,29 @@ pub struct CellularSpec {
     pub sigma: f64,
 }
 
+/// Smallest mean rate, Mbit/s.
+pub const MIN_MEAN_MBPS: f64 = 0.01;
+/// Largest mean rate, Mbit/s.
+pub const MAX_MEAN_MBPS: f64 = 10_000.0;
+/// Shortest period, s.
+pub const MIN_PERIOD_S: f64 = 1.0;
+/// Longest period, s (an hour; the trace repeats after it).
+pub const MAX_PERIOD_S: f64 = 3_600.0;
+/// Largest standard deviation of the log rate.
+pub const MAX_SIGMA: f64 = 3.0;
+/// Most delivery opportunities in one trace (generated or read from a file), 8 bytes each.
+pub const MAX_OPPORTUNITIES: u64 = 10_000_000;
+
+impl CellularSpec {
+    /// How many delivery opportunities [`cellular`] generates (the rate series is scaled to
+    /// `mean_mbps` exactly, so this is mean rate x period over 1500-byte packets, give or take
+    /// one), computed without generating anything.
+    pub fn opportunities(&self) -> f64 {
+        let period_ms = (self.period_s.max(1.0) * 1000.0).floor();
+        self.mean_mbps * 1e6 * period_ms / 1000.0 / (1500.0 * 8.0)
+    }
+}
+
 fn default_period() -> f64 {
     60.0
 }
@@ -110,5 +133,23 @@ mod tests {
         let (lo, hi) = (per_s.iter().min().unwrap(), per_s.iter().max().unwrap());
         assert!(*hi > 2 * *lo, "{lo}..{hi}");
         assert_eq!(cellular(&spec), t);
+    }
+
+    #[test]
+    fn opportunity_count_is_known_before_generating() {
+        for (mean_mbps, period_s) in [(12.0, 60.0), (0.5, 1.0), (300.0, 10.0), (24.0, 1.5)] {
+            let spec = CellularSpec {
+                seed: 7,
+                mean_mbps,
+                period_s,
+                sigma: 0.6,
+            };
+            let n = cellular(&spec).opportunities_ns.len() as f64;
+            let want = spec.opportunities();
+            assert!(
+                (n - want).abs() <= 1.0 + want * 1e-9,
+                "{mean_mbps} x {period_s}: {n} vs {want}"
+            );
+        }
     }
 }
