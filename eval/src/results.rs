@@ -1,8 +1,13 @@
 //! The results of a run as rows: one row per flow per run, the unit every table and plot is
 //! built from. `results.csv` is these rows; its columns are documented on [`FlowRow`].
+//!
+//! [`read_csv`] is strict: a file cut off (in its header or in a row), a header without a
+//! column the rows need, or a row that does not parse is an error naming the file and line,
+//! never a silently shorter table.
 
 use std::path::Path;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -143,7 +148,21 @@ pub enum ResultsError {
         /// Cause.
         source: csv::Error,
     },
+    /// A file that is cut off, lacks columns, or has a row that does not parse.
+    #[error("{path}:{line}: {message}")]
+    Malformed {
+        /// File.
+        path: String,
+        /// 1-based line (1: the header).
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
 }
+
+/// Columns a file may lack because they were added after such files were first written; they
+/// read as their default (`fallback_s`, `takeovers` of [`FlowRow`]).
+pub const ADDED_COLUMNS: &[&str] = &["fallback_s", "takeovers"];
 
 /// Writes rows as CSV with a header.
 pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), ResultsError> {
@@ -162,14 +181,114 @@ pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), ResultsErr
         .map_err(|source| ResultsError::Io { path: p, source })
 }
 
-/// Reads rows written by [`write_csv`].
-pub fn read_csv<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, ResultsError> {
+/// Reads rows written by [`write_csv`]. The file must end with a line end (the writer ends
+/// every line; a file without one was cut off), its header must name every column of `T`
+/// (but [`ADDED_COLUMNS`]), and every row must parse; otherwise the error names the line.
+pub fn read_csv<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, ResultsError> {
     let p = path.display().to_string();
-    let mut r = csv::Reader::from_path(path).map_err(|source| ResultsError::Csv {
+    let bytes = std::fs::read(path).map_err(|source| ResultsError::Io {
         path: p.clone(),
         source,
     })?;
-    r.deserialize()
-        .collect::<Result<Vec<T>, _>>()
-        .map_err(|source| ResultsError::Csv { path: p, source })
+    let bad = |line: u64, message: String| ResultsError::Malformed {
+        path: p.clone(),
+        line,
+        message,
+    };
+    if bytes.is_empty() {
+        return Err(bad(1, "empty file: no header".into()));
+    }
+    if !bytes.ends_with(b"\n") {
+        let line = bytes.split(|&b| b == b'\n').count() as u64;
+        let what = if line == 1 { "header" } else { "row" };
+        return Err(bad(
+            line,
+            format!("cut off: the last {what} has no line end (an interrupted write?)"),
+        ));
+    }
+    let mut reader = csv::Reader::from_reader(bytes.as_slice());
+    let header = reader
+        .headers()
+        .map_err(|e| bad(1, format!("header: {}", csv_message(&e, None))))?
+        .clone();
+    let missing: Vec<&str> = struct_fields::<T>()
+        .iter()
+        .filter(|f| !ADDED_COLUMNS.contains(f) && !header.iter().any(|h| h == **f))
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        return Err(bad(
+            1,
+            format!(
+                "the header lacks column(s) {} (cut off, or not a file `ccp-eval` wrote)",
+                missing.join(", ")
+            ),
+        ));
+    }
+    let mut rows = Vec::new();
+    for (i, row) in reader.deserialize().enumerate() {
+        rows.push(row.map_err(|e| {
+            // Rows hold no line breaks, so row i is on line i + 2 when csv does not say.
+            let line = e.position().map_or(i as u64 + 2, csv::Position::line);
+            bad(line, csv_message(&e, Some(&header)))
+        })?);
+    }
+    Ok(rows)
+}
+
+/// A csv error without its position (the caller gives the line), with column names.
+fn csv_message(e: &csv::Error, header: Option<&csv::StringRecord>) -> String {
+    match e.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!("the row has {len} fields, the header {expected_len} (cut off or corrupted)"),
+        csv::ErrorKind::Deserialize { err, .. } => {
+            let column = err
+                .field()
+                .and_then(|i| header?.get(usize::try_from(i).ok()?));
+            match column {
+                Some(c) => format!("column `{c}`: {}", err.kind()),
+                None => err.to_string(),
+            }
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The field names of the struct `T`, as serde knows them (the columns [`write_csv`] writes).
+fn struct_fields<T: DeserializeOwned>() -> &'static [&'static str] {
+    /// A deserializer that only records the field list a struct asks for.
+    struct Probe<'a>(&'a mut &'static [&'static str]);
+
+    impl<'de> serde::Deserializer<'de> for Probe<'_> {
+        type Error = serde::de::value::Error;
+
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("not a struct"))
+        }
+
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _visitor: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(serde::de::Error::custom("fields recorded"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+
+    let mut fields: &'static [&'static str] = &[];
+    // The probe always fails; it is called for the field list it records.
+    let _ = T::deserialize(Probe(&mut fields));
+    fields
 }

@@ -452,3 +452,85 @@ fn report_dirs_merges_shards() {
         Err(ReportError::NoInput)
     ));
 }
+
+/// Writes `text` as `results.csv` of a fresh directory and reports on it: the error text.
+fn report_error(text: &[u8]) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.csv");
+    std::fs::write(&path, text).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let err = report_dirs(&[dir.path().to_path_buf()], out.path()).map_or_else(
+        |e| e.to_string(),
+        |s| format!("accepted: {} flows", s.counts.flows),
+    );
+    (path.display().to_string(), err)
+}
+
+#[test]
+fn cut_off_or_incomplete_results_are_refused_naming_file_and_line() {
+    // Before this fix the first three were accepted as a report with fewer (or no) rows.
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("results.csv");
+    let mut rows = synthetic()[..3].to_vec();
+    rows[0].throughput_mbps = 123.25;
+    write_csv(&good, &rows).unwrap();
+    let text = std::fs::read(&good).unwrap();
+    let header_len = text.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let second_row = header_len + text[header_len..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let cases: [(&[u8], &str, &str); 7] = [
+        (&text[..100], ":1:", "cut off"),
+        (
+            b"scenario,env,condition\n",
+            ":1:",
+            "lacks column(s) bw_mbps",
+        ),
+        (b"", ":1:", "empty"),
+        // A row cut inside its last field.
+        (&text[..second_row - 2], ":2:", "cut off"),
+        // A row cut and followed by others.
+        (
+            &[&text[..header_len + 40], b"\n", &text[header_len..]].concat(),
+            ":2:",
+            "fields",
+        ),
+        (&[&text[..header_len], b"x,y\n"].concat(), ":2:", "fields"),
+        (
+            &String::from_utf8(text.clone())
+                .unwrap()
+                .replacen(",123.25,", ",fast,", 1)
+                .into_bytes(),
+            ":2:",
+            "column `throughput_mbps`",
+        ),
+    ];
+    for (bytes, line, what) in cases {
+        let (path, err) = report_error(bytes);
+        assert!(
+            err.starts_with(&format!("{path}{line}")) && err.contains(what),
+            "{err}\n(wanted {line} {what})"
+        );
+    }
+}
+
+#[test]
+fn results_without_the_columns_added_later_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("results.csv");
+    write_csv(&p, &synthetic()[..2]).unwrap();
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut old = String::new();
+    for l in text.lines() {
+        let cells: Vec<&str> = l.split(',').collect();
+        let n = cells.len();
+        // fallback_s and takeovers are the two columns before status.
+        old.push_str(&cells[..n - 3].join(","));
+        old.push(',');
+        old.push_str(cells[n - 1]);
+        old.push('\n');
+    }
+    assert!(old.starts_with("scenario,") && !old.contains("takeovers"));
+    std::fs::write(&p, old).unwrap();
+    let rows: Vec<FlowRow> = read_csv(&p).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0].fallback_s, rows[0].takeovers), (0.0, 0));
+}
