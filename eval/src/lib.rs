@@ -12,6 +12,7 @@
 pub mod builtin;
 pub mod demo;
 pub mod iw_web;
+pub mod outdir;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -33,7 +33,10 @@ enum Command {
     Run {
         /// Built-in scenario name or path to a scenario file.
         scenario: String,
-        /// Output directory.
+        /// Output directory. The files ccp-eval writes (results.csv, series.csv, summary.json,
+        /// report.md, swaps.csv, selector.md, plots/*.svg, and iw-web's tables and plots) are
+        /// removed from it first, so nothing of an earlier run stays; other files are left
+        /// alone.
         #[arg(long)]
         out: PathBuf,
         /// Worker threads (default: one per core).
@@ -73,7 +76,10 @@ enum Command {
         /// Directories holding results.csv.
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
-        /// Where to write the merged results and report.
+        /// Where to write the merged results and report. The files ccp-eval writes are
+        /// removed from it first (when it is one of the input directories, the run's
+        /// swaps.csv, selector.md and plots/cca_*.svg stay); other files are left alone. A
+        /// results.csv that is cut off or does not parse is an error (exit 2).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -343,25 +349,14 @@ fn write_choices(
     std::fs::write(&path, md).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Creates the output directory and removes earlier results, so a run that fails midway
-/// leaves nothing that looks complete.
+/// Creates the output directory and removes every file the harness owns there
+/// (`ccp_eval::outdir`), so no file of an earlier run survives beside the new report and a run
+/// that fails midway leaves nothing that looks complete. Other files stay.
 fn prepare_out(out: &Path) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    for f in [
-        "results.csv",
-        "series.csv",
-        "swaps.csv",
-        "selector.md",
-        "summary.json",
-        "report.md",
-    ] {
-        match std::fs::remove_file(out.join(f)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("{}: {e}", out.join(f).display())),
-        }
-    }
-    Ok(())
+    ccp_eval::outdir::clear(out, ccp_eval::outdir::Clear::All)
+        .map(|_| ())
+        .map_err(|(path, e)| format!("{}: {e}", path.display()))
 }
 
 /// Writes results.csv and series.csv (each through a temporary file and a rename), then the
@@ -396,6 +391,9 @@ fn write_outputs(
 fn iw_web(out: &Path, jobs: usize) -> ExitCode {
     let mut cfg = ccp_eval::iw_web::IwWebConfig::full();
     cfg.threads = jobs;
+    if let Err(e) = prepare_out(out) {
+        return fail(1, &e);
+    }
     let started = Instant::now();
     let res = match ccp_eval::iw_web::run(&cfg) {
         Ok(r) => r,

@@ -47,6 +47,7 @@ pub use aggregate::{
     RewardLossStats, SchemeStats, Summary, summarize,
 };
 
+use crate::outdir;
 use crate::results::{FlowRow, ResultsError, SeriesRow, read_csv, write_csv};
 
 /// What a report is made from.
@@ -142,8 +143,10 @@ pub fn write_report(dir: &Path, input: &ReportInput) -> Result<Summary, ReportEr
 }
 
 /// Reads `results.csv` (and `series.csv` if present) from every directory in `dirs` (shards of
-/// one scenario), merges them, writes the merged `results.csv` and `series.csv` (the latter if
-/// any shard had one) and the report into `out`, and returns the summary.
+/// one scenario), merges them, clears `out` of the files the harness owns ([`outdir`]; when
+/// `out` is one of `dirs`, a run's selector files stay), writes the merged `results.csv` and
+/// `series.csv` (the latter if any shard had one) and the report into `out`, and returns the
+/// summary.
 ///
 /// Rows with the same (scenario, condition, scheme, seed, flow) — series rows also the same
 /// time — appear once if identical; if they differ, the merge fails naming both files. Merged
@@ -199,6 +202,15 @@ pub fn report_dirs(dirs: &[PathBuf], out: &Path) -> Result<Summary, ReportError>
     let rows: Vec<FlowRow> = rows.into_values().map(|v| v.0).collect();
     let series: Vec<SeriesRow> = series.into_values().map(|v| v.0).collect();
     std::fs::create_dir_all(out).map_err(io_err(out))?;
+    // Everything is read: no file of an earlier report may stay beside this one.
+    let same =
+        |d: &PathBuf| matches!((d.canonicalize(), out.canonicalize()), (Ok(a), Ok(b)) if a == b);
+    let what = if dirs.iter().any(same) {
+        outdir::Clear::KeepRunOnly
+    } else {
+        outdir::Clear::All
+    };
+    outdir::clear(out, what).map_err(|(path, source)| ReportError::Io { path, source })?;
     write_csv(&out.join("results.csv"), &rows)?;
     if any_series {
         write_csv(&out.join("series.csv"), &series)?;
