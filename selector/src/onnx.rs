@@ -34,10 +34,16 @@
 //!
 //! # The sidecar
 //! `policy.onnx` comes with `policy.json` beside it: `schema_version`, `window`, `features`
-//! (the per-report names above, candidates included), `candidates` (in the selector's order),
-//! `input_name`, `output_name`. [`OnnxModel::load`] checks all of them, and the model's own
-//! input and output shapes, against the selector's candidates; any mismatch is an error that
-//! names what was expected and what was found.
+//! (the per-report names above, candidates included), `candidates` (the model's order: of its
+//! one-hot inputs and of its scores), `input_name`, `output_name`. [`OnnxModel::load`] checks
+//! all of them, and the model's own input and output shapes, against the selector's
+//! candidates; any mismatch is an error that names what was expected and what was found.
+//!
+//! The selector's candidates must be the model's, each once, in any order: the model sees its
+//! own order and the policy maps by name (the one-hot of the active candidate goes to the
+//! model's slot for it, and the model's scores come back in the selector's order). So the
+//! example model, trained with `cubic` first, serves the agent's default order (`reno` first)
+//! as well as `ccp-eval`'s.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -267,6 +273,8 @@ pub struct OnnxModel {
     sidecar: Sidecar,
     input_len: usize,
     library: PathBuf,
+    /// The model's index of each of the selector's candidates, by the selector's index.
+    to_model: Vec<usize>,
 }
 
 impl std::fmt::Debug for OnnxModel {
@@ -279,8 +287,9 @@ impl std::fmt::Debug for OnnxModel {
 }
 
 impl OnnxModel {
-    /// Loads `model` (`.onnx`) and its sidecar (same path, `.json`), for these candidates in
-    /// this order, with the library from [`resolve_library`].
+    /// Loads `model` (`.onnx`) and its sidecar (same path, `.json`), for a selector with these
+    /// candidates (the model's, in any order; see the module docs), with the library from
+    /// [`resolve_library`].
     pub fn load(model: &Path, candidates: &[&str]) -> Result<Self, OnnxError> {
         Self::load_with_library(model, candidates, None)
     }
@@ -315,14 +324,18 @@ impl OnnxModel {
                 sidecar.schema_version.to_string(),
             ));
         }
-        if sidecar.candidates != candidates {
+        let Some(to_model) = candidate_map(&sidecar.candidates, candidates) else {
             return Err(mismatch(
                 "candidates",
-                format!("{candidates:?}"),
+                format!(
+                    "the selector's {candidates:?}, each once, in any order (a model over \
+                     other candidates needs a selector over those)"
+                ),
                 format!("{:?}", sidecar.candidates),
             ));
-        }
-        let names = feature_names(candidates);
+        };
+        let model_names: Vec<&str> = sidecar.candidates.iter().map(String::as_str).collect();
+        let names = feature_names(&model_names);
         if sidecar.features != names {
             return Err(mismatch(
                 "features",
@@ -373,7 +386,14 @@ impl OnnxModel {
             sidecar,
             input_len,
             library,
+            to_model,
         })
+    }
+
+    /// The model's index (input one-hot slot and score) of the selector's candidate
+    /// `candidate`; `None` past the last one.
+    pub fn model_index(&self, candidate: usize) -> Option<usize> {
+        self.to_model.get(candidate).copied()
     }
 
     /// The validated sidecar.
@@ -391,7 +411,8 @@ impl OnnxModel {
         self.input_len
     }
 
-    /// Runs the model on one flattened window and writes one score per candidate to `scores`.
+    /// Runs the model on one flattened window (in the model's layout) and writes one score per
+    /// candidate to `scores`, in the model's order ([`Sidecar::candidates`]).
     pub fn scores(&self, input: &[f32], scores: &mut [f32]) -> Result<(), OnnxError> {
         if input.len() != self.input_len {
             return Err(OnnxError::InputLength {
@@ -412,6 +433,25 @@ impl OnnxModel {
         scores.copy_from_slice(out);
         Ok(())
     }
+}
+
+/// For each of the selector's candidates, the model's index of the same name; `None` unless
+/// both list the same names, each once.
+fn candidate_map(model: &[String], selector: &[&str]) -> Option<Vec<usize>> {
+    if model.len() != selector.len() {
+        return None;
+    }
+    let map = selector
+        .iter()
+        .map(|s| model.iter().position(|m| m == s))
+        .collect::<Option<Vec<usize>>>()?;
+    let mut seen = vec![false; model.len()];
+    for &i in &map {
+        if std::mem::replace(&mut seen[i], true) {
+            return None;
+        }
+    }
+    Some(map)
 }
 
 /// Per-report feature names for these candidates: [`FEATURES`], then `current=<name>` each.
@@ -502,6 +542,9 @@ impl FeatureWindow {
 pub struct OnnxPolicy {
     model: Arc<OnnxModel>,
     window: FeatureWindow,
+    /// The last scores in the model's order.
+    model_scores: Vec<f32>,
+    /// The same in the selector's order.
     scores: Vec<f32>,
     errors: u64,
     initial: usize,
@@ -513,6 +556,7 @@ impl OnnxPolicy {
         let n = model.sidecar.candidates.len();
         Self {
             window: FeatureWindow::new(model.sidecar.window, n),
+            model_scores: vec![0.0; n],
             scores: vec![0.0; n],
             model,
             errors: 0,
@@ -522,19 +566,19 @@ impl OnnxPolicy {
 
     /// A [`Selector`](crate::Selector) policy factory: one `OnnxPolicy` per flow, all sharing
     /// `model`, each starting on `initial`. The selector's candidates must be the ones `model`
-    /// was loaded for (checked by [`OnnxModel::load`]).
+    /// was loaded for, in that order (checked by [`OnnxModel::load`]).
     pub fn factory(model: Arc<OnnxModel>, initial: usize) -> PolicyFactory {
         Arc::new(move |_: &crate::policy::FlowContext<'_>| {
             Box::new(OnnxPolicy::new(model.clone(), initial)) as _
         })
     }
 
-    /// The current input window (for tests and traces).
+    /// The current input window, in the model's layout (for tests and traces).
     pub fn window(&self) -> &[f32] {
         self.window.values()
     }
 
-    /// The scores of the last inference, by candidate.
+    /// The scores of the last inference, by the selector's candidate index.
     pub fn scores(&self) -> &[f32] {
         &self.scores
     }
@@ -544,9 +588,11 @@ impl OnnxPolicy {
         self.errors
     }
 
-    /// Appends one report's features to the window (see the module docs for the schema).
+    /// Appends one report's features to the window (see the module docs for the schema), the
+    /// active candidate in the model's slot for it.
     pub fn push(&mut self, f: &Features<'_>) {
-        self.window.push(f);
+        let current = self.model.model_index(f.current).unwrap_or(usize::MAX);
+        self.window.push(&Features { current, ..*f });
     }
 }
 
@@ -617,11 +663,17 @@ impl SelectionPolicy for OnnxPolicy {
         }
         if self
             .model
-            .scores(self.window.values(), &mut self.scores)
+            .scores(self.window.values(), &mut self.model_scores)
             .is_err()
         {
             self.errors += 1;
             return Decision::Stay;
+        }
+        for (k, s) in self.scores.iter_mut().enumerate() {
+            *s = self
+                .model
+                .model_index(k)
+                .map_or(f32::NAN, |m| self.model_scores[m]);
         }
         match argmax(&self.scores) {
             Some(best) if best != f.current => Decision::SwitchTo(best),
