@@ -236,6 +236,32 @@ pub fn read_csv<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, ResultsError
     Ok(rows)
 }
 
+/// What a row's `status` may say: `ok`, or one of these prefixes and why.
+pub const STATUS_PREFIXES: &[&str] = &["failed:", "no-control:", "no-delivery:", "invalid:"];
+
+/// Reads a `results.csv` ([`read_csv`]) and checks every row's `status` is one `ccp-eval`
+/// writes (`ok` or a prefix of [`STATUS_PREFIXES`]), so a row cut inside its last field is
+/// an error, not a status of its own.
+pub fn read_rows(path: &Path) -> Result<Vec<FlowRow>, ResultsError> {
+    let rows: Vec<FlowRow> = read_csv(path)?;
+    if let Some((i, r)) = rows
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.status != "ok" && !STATUS_PREFIXES.iter().any(|p| r.status.starts_with(p)))
+    {
+        return Err(ResultsError::Malformed {
+            path: path.display().to_string(),
+            line: i as u64 + 2,
+            message: format!(
+                "status {:?} is not `ok` nor starts with one of {} (cut off or corrupted)",
+                r.status,
+                STATUS_PREFIXES.join(" ")
+            ),
+        });
+    }
+    Ok(rows)
+}
+
 /// A csv error without its position (the caller gives the line), with column names.
 fn csv_message(e: &csv::Error, header: Option<&csv::StringRecord>) -> String {
     match e.kind() {

@@ -8,6 +8,9 @@ use thiserror::Error;
 
 use super::rng::Rng;
 
+/// The latest timestamp a trace may hold, ms (its nanoseconds must fit 64 bits).
+pub const MAX_TRACE_MS: u64 = u64::MAX / 1_000_000;
+
 /// Bytes one mahimahi delivery opportunity carries.
 pub const TRACE_MTU_BYTES: u32 = 1500;
 
@@ -94,7 +97,14 @@ impl Trace {
                 });
             }
             last = ms;
-            ops.push(ms * 1_000_000);
+            ops.push(
+                ms.checked_mul(1_000_000)
+                    .ok_or_else(|| TraceError::BadLine {
+                        path: name.to_string(),
+                        line: i + 1,
+                        text: format!("{t} (more than {MAX_TRACE_MS} ms)"),
+                    })?,
+            );
         }
         if ops.is_empty() {
             return Err(TraceError::Empty {
@@ -347,6 +357,10 @@ mod tests {
         assert!(matches!(
             Trace::parse("f", "\n"),
             Err(TraceError::Empty { .. })
+        ));
+        assert!(matches!(
+            Trace::parse("f", "1\n18446744073709551\n"),
+            Err(TraceError::BadLine { line: 2, .. })
         ));
     }
 

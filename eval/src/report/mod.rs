@@ -48,7 +48,7 @@ pub use aggregate::{
 };
 
 use crate::outdir;
-use crate::results::{FlowRow, ResultsError, SeriesRow, read_csv, write_csv};
+use crate::results::{FlowRow, ResultsError, SeriesRow, read_csv, read_rows, write_csv};
 
 /// What a report is made from.
 #[derive(Debug, Clone, Copy)]
@@ -163,7 +163,7 @@ pub fn report_dirs(dirs: &[PathBuf], out: &Path) -> Result<Summary, ReportError>
         if !path.is_file() {
             return Err(ReportError::MissingResults { path });
         }
-        for r in read_csv::<FlowRow>(&path)? {
+        for r in read_rows(&path)? {
             let key = (
                 r.scenario.clone(),
                 r.condition.clone(),

@@ -477,7 +477,7 @@ fn cut_off_or_incomplete_results_are_refused_naming_file_and_line() {
     let text = std::fs::read(&good).unwrap();
     let header_len = text.iter().position(|&b| b == b'\n').unwrap() + 1;
     let second_row = header_len + text[header_len..].iter().position(|&b| b == b'\n').unwrap() + 1;
-    let cases: [(&[u8], &str, &str); 7] = [
+    let cases: [(&[u8], &str, &str); 8] = [
         (&text[..100], ":1:", "cut off"),
         (
             b"scenario,env,condition\n",
@@ -501,6 +501,12 @@ fn cut_off_or_incomplete_results_are_refused_naming_file_and_line() {
                 .into_bytes(),
             ":2:",
             "column `throughput_mbps`",
+        ),
+        // A row cut inside its status that still ends in a line end.
+        (
+            &[&text[..second_row - 2], b"\n"].concat(),
+            ":2:",
+            "status \"o\"",
         ),
     ];
     for (bytes, line, what) in cases {
