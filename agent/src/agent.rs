@@ -17,6 +17,7 @@ use portus::{CongAlg, Datapath, DatapathInfo, Flow};
 use tracing::{info, warn};
 
 use crate::config::{ALGORITHMS, Config, ConfigError, IpByteOrder, Preferences};
+use crate::guard::{GuardCounters, Guarded};
 use crate::iw::{IwSource, WithIw};
 use crate::kernel::{KernelIw, KernelIwError};
 use crate::learn::{Clock, Learner, Publish, SystemClock};
@@ -88,6 +89,8 @@ pub struct AgentState {
     kernel: Option<Arc<KernelIw>>,
     /// The learning loop's clock (`iw.learn`).
     clock: Arc<dyn Clock>,
+    /// What the IPC guard let through and dropped; logged at shutdown.
+    guard: Arc<GuardCounters>,
 }
 
 /// A config with its policy built: what a (re)load produces before anything is replaced.
@@ -145,6 +148,7 @@ impl AgentState {
             kernel_cgroup,
             kernel,
             clock,
+            guard: GuardCounters::new(),
         };
         let plan = state.plan_learning(&loaded.config)?;
         state.install(loaded, plan);
@@ -294,9 +298,15 @@ impl AgentState {
         self.kernel.as_deref()
     }
 
-    /// Detaches the kernel IW table and removes its cgroup (nothing without one). Called when
-    /// the agent stops.
+    /// The IPC guard's counters ([`crate::guard`]), to hand to [`run`].
+    pub fn guard(&self) -> &Arc<GuardCounters> {
+        &self.guard
+    }
+
+    /// Logs the IPC guard's totals, flushes the IW learner, detaches the kernel IW table and
+    /// removes its cgroup (nothing without one). Called when the agent stops.
     pub fn shutdown(&self) {
+        self.guard.log_totals();
         if let Some(l) = self.iw.learner() {
             l.flush();
         }
@@ -424,9 +434,16 @@ impl<I: Ipc> CongAlg<I> for DefaultAlg {
 }
 
 /// Runs portus over `sock` in this thread: `default` for unnamed flows, every algorithm by
-/// name. Returns when the IPC closes or `stop` is cleared.
-pub fn run_on<I: Ipc>(sock: I, default: DefaultAlg, stop: Arc<AtomicBool>) -> portus::Result<()> {
+/// name. Every datagram passes the [`crate::guard`] first, counted in `guard`. Returns when
+/// the IPC closes or `stop` is cleared.
+pub fn run_on<I: Ipc>(
+    sock: I,
+    default: DefaultAlg,
+    stop: Arc<AtomicBool>,
+    guard: Arc<GuardCounters>,
+) -> portus::Result<()> {
     let r = default.registry.clone();
+    let sock = Guarded::new(sock, guard);
     portus::RunBuilder::new(BackendBuilder { sock })
         .default_alg(default)
         .additional_alg(r.reno)
@@ -443,26 +460,35 @@ pub fn run_on<I: Ipc>(sock: I, default: DefaultAlg, stop: Arc<AtomicBool>) -> po
         .run()
 }
 
-/// Opens the IPC and runs the agent until it closes or `stop` is cleared. `name` is the unix
-/// socket name (`/tmp/ccp/<name>`); netlink and the char device take none.
+/// Opens the IPC and runs the agent until it closes or `stop` is cleared, counting the
+/// guard's drops in `guard`. `name` is the unix socket name (`/tmp/ccp/<name>`); netlink and the
+/// char device take none.
 pub fn run(
     ipc: IpcKind,
     name: &str,
     default: DefaultAlg,
     stop: Arc<AtomicBool>,
+    guard: Arc<GuardCounters>,
 ) -> Result<(), AgentError> {
     match ipc {
         IpcKind::Unix => run_on(
             portus::ipc::unix::Socket::<Blocking>::new(name)?,
             default,
             stop,
+            guard,
         )?,
         IpcKind::Netlink => run_on(
             portus::ipc::netlink::Socket::<Blocking>::new()?,
             default,
             stop,
+            guard,
         )?,
-        IpcKind::Char => run_on(portus::ipc::kp::Socket::<Blocking>::new()?, default, stop)?,
+        IpcKind::Char => run_on(
+            portus::ipc::kp::Socket::<Blocking>::new()?,
+            default,
+            stop,
+            guard,
+        )?,
     }
     Ok(())
 }
@@ -490,17 +516,15 @@ fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> std::io:
     Ok(())
 }
 
-/// Installs the SIGHUP handler and starts a thread that reloads `state` after each SIGHUP
-/// (checked every 50 ms). A failed reload keeps the previous state and logs why. With a kernel
-/// cgroup attached (`iw.kernel_cgroup`), SIGTERM and SIGINT are handled too: the thread
-/// detaches the program, removes the cgroup and exits the process with status 0 (without one,
-/// they keep their default action).
+/// Installs the SIGHUP, SIGTERM and SIGINT handlers and starts a thread that reloads `state`
+/// after each SIGHUP (checked every 50 ms). A failed reload keeps the previous state and logs
+/// why. On SIGTERM or SIGINT the thread runs [`AgentState::shutdown`] (the guard's totals are
+/// logged; with `iw.kernel_cgroup` the program is detached and the cgroup removed) and exits
+/// the process with status 0.
 pub fn spawn_reloader(state: AgentState) -> std::io::Result<std::thread::JoinHandle<()>> {
     install(libc::SIGHUP, on_sighup)?;
-    if state.kernel().is_some() {
-        install(libc::SIGTERM, on_stop)?;
-        install(libc::SIGINT, on_stop)?;
-    }
+    install(libc::SIGTERM, on_stop)?;
+    install(libc::SIGINT, on_stop)?;
     std::thread::Builder::new()
         .name("ccp-agent-reload".to_string())
         .spawn(move || {

@@ -17,6 +17,11 @@
 //! - A bad config at start is one line on stderr naming the field, and exit status 2; so is an
 //!   `iw.kernel_cgroup` that cannot be attached (not root, no BPF sockops or cgroup v2, a build
 //!   without the `kernel` feature).
+//! - Every datagram passes the [`guard`] before portus decodes it: anything but exactly one
+//!   well-formed READY, CREATE or MEASURE is dropped, counted and logged (rate-limited), and a
+//!   CREATE whose MSS is 0 or above 65535 leaves that flow on the datapath's fallback rule.
+//! - SIGTERM and SIGINT stop the agent with status 0 after logging the guard's totals (and
+//!   removing `iw.kernel_cgroup`).
 //!
 //! # `agent.toml`
 //!
@@ -90,9 +95,12 @@
 //!   sockops program on a cgroup v2 (`TCP_BPF_IW`; cargo feature `kernel`, Linux, root).
 //! - [`agent`]: the reloadable [`AgentState`], the registry of algorithms, the SIGHUP
 //!   reloader and the portus run loop for each IPC.
+//! - [`guard`]: the filter every datagram passes before portus decodes it (malformed and
+//!   unexpected messages, absurd MSS in CREATE), with counters logged at shutdown.
 
 pub mod agent;
 pub mod config;
+pub mod guard;
 pub mod iw;
 pub mod kernel;
 pub mod learn;
@@ -102,6 +110,7 @@ pub use agent::{
     AgentError, AgentState, DefaultAlg, IpcKind, Registry, SELECTOR, run, run_on, spawn_reloader,
 };
 pub use config::{Config, ConfigError, IpByteOrder, Preference, Preferences};
+pub use guard::{GuardCounters, Guarded};
 pub use iw::{IwFlow, IwSource, WithIw};
 pub use learn::{Clock, Learner, ManualClock, SystemClock, spawn_learning};
 

@@ -56,7 +56,13 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     info!(ipc = ?cli.ipc, alg = %cli.alg, name = %cli.name, "ccp-agent starting");
-    let result = ccp_agent::run(cli.ipc, &cli.name, default, Arc::new(AtomicBool::new(true)));
+    let result = ccp_agent::run(
+        cli.ipc,
+        &cli.name,
+        default,
+        Arc::new(AtomicBool::new(true)),
+        state.guard().clone(),
+    );
     state.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
