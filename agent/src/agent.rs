@@ -22,6 +22,7 @@ use crate::iw::{IwSource, WithIw};
 use crate::kernel::{KernelIw, KernelIwError};
 use crate::learn::{Clock, Learner, Publish, SystemClock};
 use crate::policies::{self, PolicyContext, PolicyError};
+use crate::socket::SocketError;
 
 /// Name of the selector algorithm, as `--alg` and datapaths ask for it.
 pub const SELECTOR: &str = "selector";
@@ -66,6 +67,9 @@ pub enum AgentError {
     /// `iw.kernel_cgroup`: the sockops program cannot be attached or the table published.
     #[error(transparent)]
     Kernel(#[from] KernelIwError),
+    /// `--name`: not a safe name, or its socket belongs to a running process.
+    #[error(transparent)]
+    Socket(#[from] SocketError),
 }
 
 impl From<portus::Error> for AgentError {
@@ -461,8 +465,8 @@ pub fn run_on<I: Ipc>(
 }
 
 /// Opens the IPC and runs the agent until it closes or `stop` is cleared, counting the
-/// guard's drops in `guard`. `name` is the unix socket name (`/tmp/ccp/<name>`); netlink and the
-/// char device take none.
+/// guard's drops in `guard`. `name` is the unix socket name (`/tmp/ccp/<name>`, checked by
+/// [`crate::socket::claim`] first); netlink and the char device take none.
 pub fn run(
     ipc: IpcKind,
     name: &str,
@@ -471,12 +475,15 @@ pub fn run(
     guard: Arc<GuardCounters>,
 ) -> Result<(), AgentError> {
     match ipc {
-        IpcKind::Unix => run_on(
-            portus::ipc::unix::Socket::<Blocking>::new(name)?,
-            default,
-            stop,
-            guard,
-        )?,
+        IpcKind::Unix => {
+            crate::socket::claim(name)?;
+            run_on(
+                portus::ipc::unix::Socket::<Blocking>::new(name)?,
+                default,
+                stop,
+                guard,
+            )?;
+        }
         IpcKind::Netlink => run_on(
             portus::ipc::netlink::Socket::<Blocking>::new()?,
             default,

@@ -16,7 +16,9 @@
 //!   does not load is logged (`tracing`, stderr) and the previous one stays.
 //! - A bad config at start is one line on stderr naming the field, and exit status 2; so is an
 //!   `iw.kernel_cgroup` that cannot be attached (not root, no BPF sockops or cgroup v2, a build
-//!   without the `kernel` feature).
+//!   without the `kernel` feature), and with `--ipc unix` a `--name` that is not one file name
+//!   of `A-Z a-z 0-9 . _ -` (at most 64 bytes, not `.`/`..`) or whose socket a running process
+//!   is bound to (a stale socket is replaced; anything else there is refused); see [`socket`].
 //! - Every datagram passes the [`guard`] before portus decodes it: anything but exactly one
 //!   well-formed READY, CREATE or MEASURE is dropped, counted and logged (rate-limited), and a
 //!   CREATE whose MSS is 0 or above 65535 leaves that flow on the datapath's fallback rule.
@@ -97,6 +99,7 @@
 //!   reloader and the portus run loop for each IPC.
 //! - [`guard`]: the filter every datagram passes before portus decodes it (malformed and
 //!   unexpected messages, absurd MSS in CREATE), with counters logged at shutdown.
+//! - [`socket`]: `--name` checks, and refusing to take over a running agent's socket.
 
 pub mod agent;
 pub mod config;
@@ -105,6 +108,7 @@ pub mod iw;
 pub mod kernel;
 pub mod learn;
 pub mod policies;
+pub mod socket;
 
 pub use agent::{
     AgentError, AgentState, DefaultAlg, IpcKind, Registry, SELECTOR, run, run_on, spawn_reloader,

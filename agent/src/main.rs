@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use ccp_agent::{AgentState, DefaultAlg, IpcKind, Registry};
+use ccp_agent::{AgentError, AgentState, DefaultAlg, IpcKind, Registry};
 use clap::Parser;
 use tracing::info;
 
@@ -23,7 +23,8 @@ struct Cli {
     /// The agent config (`agent.toml`); reloaded on SIGHUP.
     #[arg(long)]
     config: PathBuf,
-    /// Unix socket name: the agent binds `/tmp/ccp/<name>`.
+    /// Unix socket name: the agent binds `/tmp/ccp/<name>` (one file name of A-Z a-z 0-9 . _ -,
+    /// at most 64 bytes; refused while another process is bound there).
     #[arg(long, default_value = "portus")]
     name: String,
 }
@@ -31,6 +32,12 @@ struct Cli {
 fn main() -> ExitCode {
     ccp_agent::init_logging();
     let cli = Cli::parse();
+    if cli.ipc == IpcKind::Unix
+        && let Err(e) = ccp_agent::socket::claim(&cli.name)
+    {
+        eprintln!("ccp-agent: {e}");
+        return ExitCode::from(2);
+    }
     let state = match AgentState::load(&cli.config, cli.ipc) {
         Ok(s) => s,
         Err(e) => {
@@ -66,6 +73,10 @@ fn main() -> ExitCode {
     state.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e @ AgentError::Socket(_)) => {
+            eprintln!("ccp-agent: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("ccp-agent: {e}");
             ExitCode::from(1)

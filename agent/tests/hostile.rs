@@ -1,11 +1,13 @@
-//! The built `ccp-agent` against a hostile datapath.
+//! The built `ccp-agent` against a hostile datapath and a careless operator.
 //!
 //! Checked: a long seeded stream of arbitrary datagrams (random bytes of 0..=4096 bytes;
 //! headers of every type 0..=300 with right and wrong lengths; near-valid READY, CREATE and
 //! MEASURE) neither stops nor wedges the agent, a new flow is then served normally, and the
 //! guard's totals (logged at SIGTERM) count every datagram an independent oracle says must be
 //! dropped, per reason; a CREATE with an MSS that is no TCP MSS leaves its flow on the
-//! datapath's fallback while other flows stay under the agent.
+//! datapath's fallback while other flows stay under the agent; `--name` must be a single safe
+//! file name; a running agent's socket is not taken over, a stale one is replaced, a file in
+//! its place is refused.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -13,9 +15,10 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod common;
 
@@ -358,5 +361,103 @@ fn a_create_with_an_absurd_mss_stays_on_the_fallback() {
     let totals = fields(&agent.wait_for_line("ipc guard totals", 1).unwrap());
     assert!(totals["bad_mss"] >= 4, "{totals:?}");
     assert_eq!(totals["rejected"], totals["bad_mss"], "{totals:?}");
+    remove_config(&config);
+}
+
+/// Runs `ccp-agent --ipc unix --name <name>`, which must refuse to start (exit 2) within 10 s;
+/// one that starts instead is killed.
+fn agent_refusing(name: &str, config: &Path) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args([
+            "--ipc", "unix", "--alg", "cubic", "--name", name, "--config",
+        ])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn socket_names_must_be_one_safe_file_name() {
+    let pid = std::process::id();
+    let config = config("names");
+    let escape = format!("ccp-escape-{pid}");
+    for name in [
+        format!("../{escape}"),
+        format!("../../tmp/{escape}"),
+        "..".to_string(),
+        String::new(),
+        "a/b".to_string(),
+        "x".repeat(65),
+    ] {
+        let out = agent_refusing(&name, &config);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--name"), "{name}: {err}");
+    }
+    assert!(!Path::new("/tmp").join(&escape).exists());
+    remove_config(&config);
+}
+
+#[test]
+fn a_running_agents_socket_is_not_taken_over() {
+    let pid = std::process::id();
+    let (agent_name, dp_name) = (
+        format!("agent-hostile-{pid}-l"),
+        format!("dp-hostile-{pid}-l"),
+    );
+    let config = config("live");
+    let mut first = Agent::spawn("cubic", &config, &agent_name);
+    first.wait_bound();
+    let mut dp = datapath(&dp_name, &agent_name);
+    let (mut flow, _) = open_flow(&mut dp, Ipv4Addr::new(10, 0, 0, 2), None);
+    assert_controlled(&mut dp, &mut flow, 50);
+
+    // A second agent with the same name refuses, naming the path; the first keeps serving.
+    let out = agent_refusing(&agent_name, &config);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let path = format!("/tmp/ccp/{agent_name}");
+    assert!(err.contains(&path) && err.contains("bound"), "{err}");
+    assert_controlled(&mut dp, &mut flow, 100);
+    let (mut second, _) = open_flow(&mut dp, Ipv4Addr::new(10, 0, 0, 3), None);
+    assert_controlled(&mut dp, &mut second, 100);
+    assert!(first.child.try_wait().unwrap().is_none());
+    drop(first);
+
+    // A stale socket (nobody bound) is replaced.
+    let stale = UnixDatagram::bind(&path).unwrap();
+    drop(stale);
+    assert!(Path::new(&path).exists());
+    let mut again = Agent::spawn("cubic", &config, &agent_name);
+    assert!(
+        again.wait_for_line("starting CCP", 1).is_ok(),
+        "{}",
+        again.log()
+    );
+    let mut dp2 = datapath(&format!("{dp_name}-2"), &agent_name);
+    let (mut flow, _) = open_flow(&mut dp2, Ipv4Addr::new(10, 0, 0, 2), None);
+    assert_controlled(&mut dp2, &mut flow, 50);
+    drop(again);
+
+    // Anything but a socket is refused and left alone.
+    std::fs::write(&path, "not a socket").unwrap();
+    let out = agent_refusing(&agent_name, &config);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&path) && err.contains("not a socket"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a socket");
+    std::fs::remove_file(&path).unwrap();
     remove_config(&config);
 }
