@@ -46,7 +46,10 @@ impl Pacing {
 pub struct FlowStart {
     /// The datapath's socket id.
     pub sock_id: u32,
-    /// Maximum segment size, bytes (at least 1).
+    /// Maximum segment size, bytes. Any `u32` is accepted: 0 (which no datapath should send)
+    /// counts as 1 byte, so nothing divides by zero, and windows of at least 2 MSS saturate at
+    /// `u32::MAX` bytes when 2 MSS does not fit. (The agent drops a CREATE whose MSS is 0 or
+    /// above 65535 before any algorithm sees it; these rules keep the algorithms total anyway.)
     pub mss_bytes: u32,
     /// The datapath's initial window, bytes.
     pub init_cwnd_bytes: u32,
@@ -83,7 +86,9 @@ impl Handoff {
     pub fn flow_start(start: &FlowStart) -> Self {
         Self {
             now_us: 0,
-            cwnd_bytes: start.init_cwnd_bytes.max(2 * start.mss_bytes.max(1)),
+            cwnd_bytes: start
+                .init_cwnd_bytes
+                .max(start.mss_bytes.max(1).saturating_mul(2)),
             ssthresh_bytes: u32::MAX,
             pacing: Pacing::Unpaced,
             srtt_us: 0,
@@ -271,5 +276,20 @@ mod tests {
         });
         assert!(h.in_first_slow_start);
         assert_eq!(h.cwnd_bytes, 2000);
+    }
+
+    /// Before this fix, `2 * mss` overflowed for an MSS of 2^31 or more (a panic in debug
+    /// builds, a tiny window in release).
+    #[test]
+    fn two_segments_saturate_for_any_mss_and_zero_counts_as_one_byte() {
+        let start = |mss_bytes| FlowStart {
+            sock_id: 1,
+            mss_bytes,
+            init_cwnd_bytes: 0,
+            seed: 0,
+        };
+        assert_eq!(Handoff::flow_start(&start(0)).cwnd_bytes, 2);
+        assert_eq!(Handoff::flow_start(&start(1 << 31)).cwnd_bytes, u32::MAX);
+        assert_eq!(Handoff::flow_start(&start(u32::MAX)).cwnd_bytes, u32::MAX);
     }
 }

@@ -304,10 +304,13 @@ impl Copa {
         }
     }
 
+    /// The window in bytes: at least 2 MSS, at most `u32::MAX` (which wins when an MSS of
+    /// 2^31 or more makes 2 MSS larger).
     fn cwnd_bytes_u32(&self) -> u32 {
         let b = self.cwnd * f64::from(self.mss_bytes);
-        let min = 2 * u64::from(self.mss_bytes);
-        (b as u64).clamp(min, u64::from(u32::MAX)) as u32
+        let min = self.mss_bytes.saturating_mul(2);
+        // `as` saturates a float (NaN to 0): the result is within [min, u32::MAX].
+        (b as u32).max(min)
     }
 
     fn adopt(&mut self, h: &Handoff) {
@@ -541,6 +544,34 @@ mod tests {
             rtt_us: standing_us,
             min_rtt_us: standing_us,
             ..Measurement::default()
+        }
+    }
+
+    /// Before this fix, `cwnd_bytes_u32` clamped to `[2 MSS, u32::MAX]`, which panics (min >
+    /// max) once 2 MSS exceeds `u32::MAX`: one CREATE with an MSS of 2^31 took the agent down.
+    #[test]
+    fn any_mss_gives_a_window_within_two_mss_and_u32_max() {
+        for mss in [0, 1, 1 << 31, u32::MAX] {
+            let start = FlowStart {
+                sock_id: 1,
+                mss_bytes: mss,
+                init_cwnd_bytes: u32::MAX,
+                seed: 0,
+            };
+            let mut c = Copa::new(CopaConfig::default(), &start);
+            let floor = mss.max(1).saturating_mul(2);
+            assert!(c.cwnd_bytes() >= floor, "MSS {mss}");
+            let m = Measurement {
+                now_us: 10_000,
+                acked_bytes: u64::MAX,
+                rtt_us: 1,
+                min_rtt_us: 1,
+                ..Measurement::default()
+            };
+            let control = c.on_report(&m);
+            assert_eq!(control.cwnd_bytes, Some(c.cwnd_bytes()));
+            assert!(c.cwnd_bytes() >= floor, "MSS {mss}");
+            assert!(c.cwnd_pkts().is_finite());
         }
     }
 

@@ -311,18 +311,39 @@ fn configs() -> Vec<Box<dyn ccp_algorithms::DynAlgorithmConfig>> {
     ]
 }
 
+/// Any `u32`, with the edges (0, 1, typical MSSs, 2^16 - 1, 2^31, `u32::MAX`) drawn often.
+fn edge_u32() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        Just(0u32),
+        Just(1u32),
+        Just(536u32),
+        Just(MSS),
+        Just(9000u32),
+        Just(65_535u32),
+        Just(1u32 << 31),
+        Just(u32::MAX),
+        any::<u32>(),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
+    /// Over every MSS and window a CREATE or handoff can carry and any RTT (0 means no sample,
+    /// so no "RTT" to speak of: from 1 µs). One RTT acknowledges at most the window that was in
+    /// flight, so the bytes acked are a share of it (tests/property.rs feeds any `u64`).
     #[test]
     fn adopting_a_handoff_keeps_the_window_within_a_factor_of_two_for_an_rtt(
-        cwnd_pkts in 2u32..2_000,
-        srtt_us in 1_000u64..500_000,
+        mss in edge_u32(),
+        cwnd in edge_u32(),
+        srtt_us in prop_oneof![Just(1u64), Just(u64::MAX), 1_000u64..500_000, 1u64..],
         ss in any::<bool>(),
-        acked_frac in 0.0f64..1.0,
+        acked_share in prop_oneof![Just(0.0f64), Just(1.0f64), 0.0f64..=1.0],
     ) {
-        let start = FlowStart { sock_id: 3, mss_bytes: MSS, init_cwnd_bytes: 10 * MSS, seed: 1 };
-        let cwnd = cwnd_pkts * MSS;
+        let start = FlowStart { sock_id: 3, mss_bytes: mss, init_cwnd_bytes: 10 * MSS, seed: 1 };
+        // An MSS of 0 counts as 1 byte; windows are at least 2 MSS, at most u32::MAX.
+        let mss_bytes = u64::from(mss.max(1));
+        let adopted = cwnd.max(mss.max(1).saturating_mul(2));
         let h = Handoff {
             now_us: 1_000_000,
             cwnd_bytes: cwnd,
@@ -337,23 +358,24 @@ proptest! {
         for cfg in configs() {
             let mut alg = cfg.build(&start);
             let c = alg.activate(&h);
-            prop_assert_eq!(c.cwnd_bytes, Some(cwnd));
+            prop_assert_eq!(c.cwnd_bytes, Some(adopted), "{}", cfg.name());
             prop_assert_eq!(c.pacing, Some(Pacing::Unpaced));
-            // One RTT of ACKs for (part of) the window, no delay increase.
+            // One RTT of ACKs, no delay increase.
             let m = Measurement {
-                now_us: h.now_us + srtt_us,
-                acked_bytes: (f64::from(cwnd) * acked_frac) as u64,
+                now_us: h.now_us.saturating_add(srtt_us),
+                acked_bytes: (f64::from(adopted) * acked_share) as u64,
                 rtt_us: srtt_us,
                 min_rtt_us: srtt_us,
                 ..Measurement::default()
             };
             alg.on_report(&m);
-            let w = alg.cwnd_bytes();
-            prop_assert!(w >= cwnd / 2 && u64::from(w) <= 2 * u64::from(cwnd),
-                "{}: {w} after adopting {cwnd}", cfg.name());
+            let w = u64::from(alg.cwnd_bytes());
+            let adopted = u64::from(adopted);
+            prop_assert!(w >= adopted / 2 && w <= 2 * adopted,
+                "{}: {w} after adopting {adopted}", cfg.name());
             if !ss {
-                prop_assert!(u64::from(w) <= u64::from(cwnd) + 10 * u64::from(MSS),
-                    "{}: slow start after adopting {cwnd} outside it: {w}", cfg.name());
+                prop_assert!(w <= adopted + 10 * mss_bytes,
+                    "{}: slow start after adopting {adopted} outside it: {w}", cfg.name());
             }
         }
     }
