@@ -58,7 +58,9 @@ impl RenoFallback {
             self.srtt_us = if self.srtt_us == 0 {
                 prims.rtt_sample_us
             } else {
-                (7 * self.srtt_us + prims.rtt_sample_us) / 8
+                // In u128: any u64 sample (a datapath's garbage included) must not overflow.
+                let ewma = (7 * u128::from(self.srtt_us) + u128::from(prims.rtt_sample_us)) / 8;
+                u64::try_from(ewma).unwrap_or(u64::MAX)
             };
         }
         if prims.was_timeout {
@@ -83,7 +85,7 @@ impl RenoFallback {
                 .min(self.ssthresh_bytes.max(cwnd));
         }
         // Congestion avoidance by byte counting (RFC 5681 §3.1): one MSS per window acked.
-        self.ca_credit += u64::from(acked);
+        self.ca_credit = self.ca_credit.saturating_add(u64::from(acked));
         if self.ca_credit >= u64::from(cwnd) {
             self.ca_credit -= u64::from(cwnd);
             return cwnd.saturating_add(self.mss_bytes);
@@ -103,6 +105,22 @@ mod tests {
             rtt_sample_us: 10_000,
             ..Default::default()
         }
+    }
+
+    /// Before this fix, two RTT samples near `u64::MAX` overflowed the smoothed RTT (found by
+    /// the widened robustness property in `runtime/tests.rs`).
+    #[test]
+    fn any_rtt_sample_is_smoothed_without_overflow() {
+        let mut r = RenoFallback::new(1000);
+        let huge = Primitives {
+            rtt_sample_us: u64::MAX,
+            ..ack(10_000, 1000)
+        };
+        r.on_ack(&huge, 0);
+        r.on_ack(&huge, 1);
+        assert_eq!(r.srtt_us, u64::MAX);
+        r.on_ack(&ack(10_000, 1000), 2);
+        assert!(r.srtt_us < u64::MAX);
     }
 
     #[test]

@@ -538,7 +538,8 @@ fn connection_table_is_bounded_and_slots_are_reused() {
 
 mod robustness {
     //! Whatever bytes arrive, the runtime answers with errors, never a panic, and its flows
-    //! keep running.
+    //! keep running. Flows and ACKs are drawn over each field's whole range (any `u32` MSS and
+    //! window, 0 and `u32::MAX` included; any `u64` RTT and rate), not just typical values.
     use super::*;
     use proptest::prelude::*;
 
@@ -556,16 +557,113 @@ mod robustness {
         ]
     }
 
+    fn edge_u32() -> impl Strategy<Value = u32> {
+        prop_oneof![
+            Just(0u32),
+            Just(1u32),
+            Just(1448u32),
+            Just(1u32 << 31),
+            Just(u32::MAX),
+            any::<u32>(),
+        ]
+    }
+
+    fn edge_u64() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(0u64),
+            Just(1u64),
+            Just(u64::from(u32::MAX)),
+            Just(1u64 << 63),
+            Just(u64::MAX),
+            any::<u64>(),
+        ]
+    }
+
+    fn any_flow_info() -> impl Strategy<Value = FlowInfo> {
+        (
+            (edge_u32(), edge_u32()),
+            (any::<u32>(), edge_u32(), any::<u32>(), edge_u32()),
+            proptest::option::of(
+                proptest::collection::vec(any::<char>(), 0..80).prop_map(String::from_iter),
+            ),
+        )
+            .prop_map(
+                |((init_cwnd_bytes, mss_bytes), (src_ip, src_port, dst_ip, dst_port), alg)| {
+                    FlowInfo {
+                        init_cwnd_bytes,
+                        mss_bytes,
+                        src_ip,
+                        src_port,
+                        dst_ip,
+                        dst_port,
+                        alg,
+                    }
+                },
+            )
+    }
+
+    fn any_primitives() -> impl Strategy<Value = Primitives> {
+        (
+            (
+                edge_u32(),
+                edge_u32(),
+                edge_u32(),
+                edge_u32(),
+                edge_u32(),
+                edge_u32(),
+                edge_u32(),
+            ),
+            (any::<bool>(), edge_u64(), edge_u64(), edge_u64()),
+            (edge_u32(), edge_u32(), edge_u32(), edge_u64(), edge_u32()),
+        )
+            .prop_map(
+                |(
+                    (bytes_acked, packets_acked, bytes_mis, packets_mis, ecn_b, ecn_p, lost),
+                    (was_timeout, rtt_sample_us, rate_outgoing, rate_incoming),
+                    (bytes_in_flight, packets_in_flight, snd_cwnd, snd_rate, bytes_pending),
+                )| Primitives {
+                    bytes_acked,
+                    packets_acked,
+                    bytes_misordered: bytes_mis,
+                    packets_misordered: packets_mis,
+                    ecn_bytes: ecn_b,
+                    ecn_packets: ecn_p,
+                    lost_pkts_sample: lost,
+                    was_timeout,
+                    rtt_sample_us,
+                    rate_outgoing,
+                    rate_incoming,
+                    bytes_in_flight,
+                    packets_in_flight,
+                    snd_cwnd,
+                    snd_rate,
+                    bytes_pending,
+                },
+            )
+    }
+
+    /// Anything from empty to past libccp's largest message.
+    fn any_bytes() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..600),
+            proptest::collection::vec(any::<u8>(), 0..=wire::MAX_MSG_LEN + 1_000),
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
         #[test]
-        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        fn random_bytes_never_panic(
+            bytes in any_bytes(),
+            info in any_flow_info(),
+            prims in any_primitives(),
+        ) {
             let (mut dp, _script, _clock) = setup();
-            let sid = flow(&mut dp);
+            let sid = dp.create_flow(info).expect("flow");
             dp.recv_msgs(&bytes);
             let _ = dp.recv_msg(&bytes);
-            prop_assert!(dp.invoke(sid, &ack(10_000)).is_ok());
+            prop_assert!(dp.invoke(sid, &prims).is_ok());
         }
 
         #[test]
@@ -573,9 +671,11 @@ mod robustness {
             which in 0usize..3,
             flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
             cut in any::<usize>(),
+            info in any_flow_info(),
+            acks in proptest::collection::vec(any_primitives(), 20),
         ) {
             let (mut dp, _script, clock) = setup();
-            let sid = flow(&mut dp);
+            let sid = dp.create_flow(info).expect("flow");
             let msgs = valid_messages();
             dp.recv_msgs(&msgs[0]);
             let mut m = msgs[which].clone();
@@ -585,11 +685,33 @@ mod robustness {
             }
             m.truncate(cut % (m.len() + 1));
             dp.recv_msgs(&m);
-            for _ in 0..20 {
+            for prims in &acks {
                 clock.advance_ns(MS);
-                let a = dp.invoke(sid, &ack(10_000));
+                let a = dp.invoke(sid, prims);
                 prop_assert!(a.is_ok());
             }
+        }
+
+        /// A flow under an agent program, with any window the agent sets and any ACKs: the
+        /// program's arithmetic wraps, nothing panics, and the flow stays under the agent.
+        #[test]
+        fn any_flow_and_any_acks_under_a_program_never_panic(
+            info in any_flow_info(),
+            cwnd in proptest::option::of(edge_u64()),
+            acks in proptest::collection::vec((any_primitives(), edge_u64()), 1..40),
+        ) {
+            let (mut dp, _script, clock) = setup();
+            let (ins, sc) = install_msg(COUNTER);
+            dp.recv_msg(&ins).expect("install");
+            let sid = dp.create_flow(info).expect("flow");
+            dp.recv_msg(&change_prog(sid, sc.program_uid, cwnd)).expect("change");
+            for (prims, gap_ns) in &acks {
+                // At most 1 ms apart: 40 ACKs stay inside the 50 ms agent timeout.
+                clock.advance_ns(gap_ns % MS);
+                let a = dp.invoke(sid, prims).expect("invoke");
+                prop_assert_eq!(a.control, Control::Agent);
+            }
+            dp.close_flow(sid).expect("close");
         }
     }
 }
