@@ -301,7 +301,7 @@ pub fn summarize(title: &str, rows: &[FlowRow]) -> Summary {
     counts.nonfinite_rewards = ok.iter().filter(|r| !r.reward.is_finite()).count();
     let partly: Vec<&&FlowRow> = ok.iter().filter(|r| r.fallback_s > 0.0).collect();
     counts.partly_fallback = partly.len();
-    counts.fallback_s = partly.iter().map(|r| r.fallback_s).sum();
+    counts.fallback_s = partly.iter().fold(0.0, |a, r| a + r.fallback_s);
 
     let envs = env_tables(&ok);
     let conditions = condition_results(rows, &ok);
