@@ -43,7 +43,7 @@ pub enum Clear {
     /// of its inputs.
     All,
     /// Every owned file but what belongs to the run whose results are being reported
-    /// ([`RUN_ONLY`] and `plots/cca_*.svg`): before `report` into one of its own input
+    /// (`swaps.csv`, `selector.md` and `plots/cca_*.svg`): before `report` into one of its own input
     /// directories (the default `--out`).
     KeepRunOnly,
 }
