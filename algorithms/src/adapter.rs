@@ -20,7 +20,9 @@ use portus::lang::Scope;
 use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
 use tracing::debug;
 
-use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement};
+use crate::api::{
+    Algorithm, AlgorithmConfig, Control, DynAlgorithmConfig, FlowStart, Handoff, Measurement,
+};
 use crate::programs::{DecodeError, ProgramSpec};
 
 /// Counters shared by every flow of one adapter.
@@ -172,20 +174,31 @@ impl<I: Ipc, C: AlgorithmConfig> CongAlg<I> for Ccp<C> {
     }
 
     fn new_flow(&self, datapath: Datapath<I>, info: DatapathInfo) -> Self::Flow {
-        let start = flow_start(&info);
-        self.counters.flows.fetch_add(1, Ordering::Relaxed);
+        CcpFlow::start(&self.config, &self.counters, datapath, &info)
+    }
+}
+
+impl<I: Ipc> CcpFlow<I> {
+    /// A new flow of `config`'s algorithm, activated and running its first program: the one
+    /// place a CREATE becomes an algorithm (for [`Ccp`] and the registry's slots).
+    pub(crate) fn start(
+        config: &dyn DynAlgorithmConfig,
+        counters: &Arc<AdapterCounters>,
+        datapath: Datapath<I>,
+        info: &DatapathInfo,
+    ) -> Self {
+        let start = flow_start(info);
+        counters.flows.fetch_add(1, Ordering::Relaxed);
         let mut flow = CcpFlow {
             link: ProgramLink::new(datapath),
-            alg: self.config.build(&start),
-            counters: self.counters.clone(),
+            alg: config.build(&start),
+            counters: counters.clone(),
             last: None,
         };
         flow.take_over(&Handoff::flow_start(&start));
         flow
     }
-}
 
-impl<I: Ipc> CcpFlow<I> {
     /// Activates the algorithm with `handoff`, installing its first program unless the
     /// activation names another.
     fn take_over(&mut self, handoff: &Handoff) {

@@ -2,11 +2,13 @@
 //!
 //! Start reading at [`api`]: the [`Algorithm`] trait (typed [`Measurement`]s in, [`Control`]s
 //! out, a [`Handoff`] exported and adopted across a swap) and its factory, [`AlgorithmConfig`].
-//! [`adapter::Ccp`] turns any config into a portus `CongAlg`; [`programs`] is the small shared
-//! library of datapath programs every algorithm installs from. Then one module per algorithm:
-//! [`reno`] (RFC 5681/6582) and [`cubic`] (RFC 9438). See `DESIGN.md` §3.1 and §3.3 for the
-//! contracts these follow; BBR v1, Copa, Vegas, Westwood+, Illinois, C2TCP and PCC Vivace are
-//! still to come (issue 4).
+//! [`registry`] is the one list of algorithms every tool reads, and its portus glue;
+//! [`adapter::Ccp`] turns one config into a portus `CongAlg`; [`programs`] is the small shared
+//! library of datapath programs every algorithm installs from. Then one module per algorithm,
+//! each naming the paper or RFC it follows and what it leaves out: [`reno`] (RFC 5681/6582),
+//! [`cubic`] (RFC 9438), [`bbr`] (BBR v1), [`copa`], [`vegas`], [`westwood`] (Westwood+),
+//! [`illinois`], [`c2tcp`] and [`vivace`] (PCC Vivace). See `DESIGN.md` §3.1 and §3.3 for the
+//! contracts these follow, and `docs/writing-a-cca.md` to add one.
 //!
 //! Algorithms read no clock and own no IPC handle; time comes from the reports. The datapath
 //! they run on is `ccp-datapath` (a dev-dependency only: the behaviour tests in `tests/` run
@@ -14,18 +16,10 @@
 
 pub mod adapter;
 pub mod api;
-pub mod bbr;
-pub mod c2tcp;
-pub mod copa;
-pub mod cubic;
-pub mod illinois;
 pub mod programs;
 pub mod recovery;
-pub mod reno;
+pub mod registry;
 pub mod rtt;
-pub mod vegas;
-pub mod vivace;
-pub mod westwood;
 pub mod window;
 
 pub use adapter::{Ccp, MeasuredFlow, ProgramLink, flow_start};
@@ -33,41 +27,43 @@ pub use api::{
     Algorithm, AlgorithmConfig, Control, DynAlgorithmConfig, FlowStart, Handoff, Measurement,
     Pacing,
 };
-pub use bbr::{Bbr, BbrConfig};
-pub use c2tcp::{C2tcp, C2tcpConfig};
-pub use copa::{Copa, CopaConfig};
-pub use cubic::{Cubic, CubicConfig};
-pub use illinois::{Illinois, IllinoisConfig};
 pub use programs::ProgramSpec;
-pub use reno::{Reno, RenoConfig};
-pub use vegas::{Vegas, VegasConfig};
-pub use vivace::{Vivace, VivaceConfig};
-pub use westwood::{Westwood, WestwoodConfig};
+pub use registry::Registry;
 
-/// The default config of every algorithm in the suite, for registries (agents, eval).
-pub fn suite() -> Vec<Box<dyn DynAlgorithmConfig>> {
-    vec![
-        Box::new(RenoConfig::default()),
-        Box::new(CubicConfig::default()),
-        Box::new(BbrConfig::default()),
-        Box::new(CopaConfig::default()),
-        Box::new(VegasConfig::default()),
-        Box::new(WestwoodConfig::default()),
-        Box::new(IllinoisConfig::default()),
-        Box::new(C2tcpConfig::default()),
-        Box::new(VivaceConfig::default()),
-    ]
+/// The built-in algorithms, one line each: `module: Algorithm, Config, "description"`. Adding
+/// one is a new file `src/<module>.rs` (or folder) and one line here; the order is the
+/// registry's (and the selector's default candidates').
+macro_rules! builtin_algorithms {
+    ($($module:ident: $alg:ident, $config:ident, $description:literal;)*) => {
+        $(pub mod $module;
+        pub use $module::{$alg, $config};)*
+
+        /// Every built-in config with its description, in registry order.
+        fn builtin_configs() -> Vec<(std::sync::Arc<dyn DynAlgorithmConfig>, &'static str)> {
+            vec![$((std::sync::Arc::new($config::default()), $description),)*]
+        }
+    };
 }
 
-/// The union of programs the suite registers with portus, deduplicated by name.
+builtin_algorithms! {
+    reno: Reno, RenoConfig, "Reno/NewReno (RFC 5681/6582)";
+    cubic: Cubic, CubicConfig, "Cubic (RFC 9438) with fast convergence and the Reno-friendly region";
+    bbr: Bbr, BbrConfig, "BBR v1 (Cardwell et al. 2016)";
+    copa: Copa, CopaConfig, "Copa (Arun & Balakrishnan, NSDI'18), delta 0.5, competitive mode";
+    vegas: Vegas, VegasConfig, "Vegas (Brakmo & Peterson 1995), alpha 2, beta 4";
+    westwood: Westwood, WestwoodConfig, "Westwood+ (Grieco & Mascolo 2004)";
+    illinois: Illinois, IllinoisConfig, "TCP-Illinois (Liu, Basar & Srikant 2006)";
+    c2tcp: C2tcp, C2tcpConfig, "C2TCP (Abbasloo et al. 2018), target-delay layer over Cubic";
+    vivace: Vivace, VivaceConfig, "PCC Vivace (Dong et al., NSDI'18)";
+}
+
+/// The default config of every algorithm of the process's registry ([`registry::global`]).
+pub fn suite() -> Vec<Box<dyn DynAlgorithmConfig>> {
+    let r = registry::global();
+    r.configs(&r.names()).unwrap_or_default()
+}
+
+/// The union of programs the process's registry registers with portus, deduplicated by name.
 pub fn registered_programs() -> Vec<&'static ProgramSpec> {
-    let mut out: Vec<&'static ProgramSpec> = Vec::new();
-    for cfg in suite() {
-        for p in cfg.programs() {
-            if !out.iter().any(|q| q.name == p.name) {
-                out.push(p);
-            }
-        }
-    }
-    out
+    registry::global().programs()
 }
