@@ -8,27 +8,25 @@
 //! points of `ccp-eval` and `ccp-agent` do both).
 //!
 //! # The portus glue, once
-//! portus picks a flow's algorithm by the name in the datapath's CREATE among algorithms
-//! registered by *type* (`CongAlg::name()` takes no `self`). [`Slot<N>`] is one generic
-//! `CongAlg` per position: slot `N` answers to the `N`-th name ever registered in this process
-//! (names are interned once, process-wide, at most [`MAX_SLOTS`]) and builds that algorithm
-//! through the same adapter as [`crate::Ccp`]. [`register_slots!`](crate::register_slots)
-//! adds every slot of a registry to a portus `RunBuilder` (an unused slot is `None`, which
-//! portus never picks).
+//! portus picks a flow's algorithm by the name in the datapath's CREATE, among algorithms
+//! registered by *type* (`CongAlg::name()` takes no `self`), and does not pass that name on.
+//! So a registry is served by one `CongAlg`, [`ByName`], registered as portus's default, over
+//! an IPC wrapped in [`NameTap`], which notes the name each CREATE asks for; [`ByName`] builds
+//! that algorithm through the same adapter as [`crate::Ccp`] or, for a name the registry does
+//! not have (or none), its default. Algorithms registered with portus by type (the selectors)
+//! are still picked by portus first.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use portus::ipc::Ipc;
-use portus::{CongAlg, Datapath, DatapathInfo};
+use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
 use thiserror::Error;
 
-use crate::adapter::{AdapterCounters, CcpFlow};
+use crate::adapter::{AdapterCounters, CcpFlow, MeasuredFlow};
+use crate::api::Measurement;
 use crate::api::{Algorithm, DynAlgorithmConfig, FlowStart};
 use crate::programs::ProgramSpec;
-
-/// How many distinct algorithm names one process can serve through portus.
-pub const MAX_SLOTS: usize = 32;
 
 /// The longest algorithm name a libccp CREATE can carry (63 bytes and a NUL).
 pub const MAX_NAME_BYTES: usize = 63;
@@ -47,9 +45,6 @@ pub enum RegistryError {
         "algorithm name `{0}`: 1 to {MAX_NAME_BYTES} bytes of a-z, 0-9, `-`, `_`, `.`, starting with a letter"
     )]
     BadName(String),
-    /// More names than portus slots.
-    #[error("more than {MAX_SLOTS} algorithm names in one process (`{0}` is one too many)")]
-    Full(String),
     /// The registry's programs do not fit a libccp datapath.
     #[error(
         "`{name}` brings the registry's programs to {count}; a libccp datapath holds {MAX_PROGRAMS} (share the suite's programs, `ccp_algorithms::programs`)"
@@ -82,8 +77,6 @@ pub struct Entry {
     pub description: &'static str,
     /// Its config: the factory of its per-flow state.
     pub config: Arc<dyn DynAlgorithmConfig>,
-    /// Its portus slot.
-    slot: usize,
 }
 
 impl std::fmt::Debug for Entry {
@@ -91,7 +84,6 @@ impl std::fmt::Debug for Entry {
         f.debug_struct("Entry")
             .field("name", &self.name)
             .field("description", &self.description)
-            .field("slot", &self.slot)
             .finish_non_exhaustive()
     }
 }
@@ -155,12 +147,10 @@ impl Registry {
                 count: programs.len(),
             });
         }
-        let slot = intern(name)?;
         self.entries.push(Entry {
             name,
             description,
             config,
-            slot,
         });
         Ok(())
     }
@@ -192,11 +182,16 @@ impl Registry {
 
     /// The name as registered (`&'static`), or an error listing the known ones.
     pub fn resolve(&self, name: &str) -> Result<&'static str, RegistryError> {
-        self.get(name).map(|e| e.name).ok_or_else(|| self.unknown(name))
+        self.get(name)
+            .map(|e| e.name)
+            .ok_or_else(|| self.unknown(name))
     }
 
     /// Configs for `names`, in that order (the selector's candidates).
-    pub fn configs(&self, names: &[&str]) -> Result<Vec<Box<dyn DynAlgorithmConfig>>, RegistryError> {
+    pub fn configs(
+        &self,
+        names: &[&str],
+    ) -> Result<Vec<Box<dyn DynAlgorithmConfig>>, RegistryError> {
         names
             .iter()
             .map(|n| {
@@ -226,10 +221,6 @@ impl Registry {
             known: self.names().join(", "),
         }
     }
-
-    fn by_slot(&self, slot: usize) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.slot == slot)
-    }
 }
 
 fn valid_name(name: &str) -> bool {
@@ -256,37 +247,14 @@ impl DynAlgorithmConfig for Shared {
     }
 }
 
-/// Names by portus slot, process-wide.
-static SLOTS: RwLock<Vec<&'static str>> = RwLock::new(Vec::new());
-
-fn intern(name: &'static str) -> Result<usize, RegistryError> {
-    let mut slots = SLOTS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(i) = slots.iter().position(|n| *n == name) {
-        return Ok(i);
-    }
-    if slots.len() >= MAX_SLOTS {
-        return Err(RegistryError::Full(name.to_string()));
-    }
-    slots.push(name);
-    Ok(slots.len() - 1)
-}
-
-fn slot_name(slot: usize) -> &'static str {
-    SLOTS
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(slot)
-        .copied()
-        // Never asked for: portus skips a slot that holds no algorithm.
-        .unwrap_or("")
-}
-
 static GLOBAL: OnceLock<Registry> = OnceLock::new();
 
 /// Makes `registry` the process's registry. Call it before anything reads [`global`] (the
 /// first read installs [`Registry::builtin`]).
 pub fn install(registry: Registry) -> Result<(), RegistryError> {
-    GLOBAL.set(registry).map_err(|_| RegistryError::AlreadyInUse)
+    GLOBAL
+        .set(registry)
+        .map_err(|_| RegistryError::AlreadyInUse)
 }
 
 /// The process's registry: the one [`install`]ed, else the built-in suite.
@@ -294,59 +262,176 @@ pub fn global() -> &'static Registry {
     GLOBAL.get_or_init(Registry::builtin)
 }
 
-/// Portus slot `N`: the algorithm of the `N`-th name registered in this process, if the
-/// registry it was made from has it (see the module docs).
-pub struct Slot<const N: usize> {
-    config: Arc<dyn DynAlgorithmConfig>,
-    counters: Arc<AdapterCounters>,
-}
+/// The algorithm name of the latest CREATE a [`NameTap`] passed on, for [`ByName`].
+#[derive(Debug, Clone, Default)]
+pub struct AskedFor(Arc<Mutex<Option<(u32, String)>>>);
 
-impl<const N: usize> Slot<N> {
-    /// Slot `N` of `registry`; `None` when the registry has no algorithm in it.
-    pub fn of(registry: &Registry) -> Option<Self> {
-        registry.by_slot(N).map(|e| Self {
-            config: e.config.clone(),
-            counters: Arc::default(),
-        })
+impl AskedFor {
+    /// The name CREATE `sock_id` asked for, once (`None`: it named none, or another flow's
+    /// CREATE came last).
+    pub fn take(&self, sock_id: u32) -> Option<String> {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match slot.take() {
+            Some((sid, name)) if sid == sock_id => Some(name),
+            other => {
+                *slot = other;
+                None
+            }
+        }
+    }
+
+    fn note(&self, msg: &[u8]) {
+        // A CREATE: u16 type 0, u16 length, u32 socket id, six u32s, the NUL-terminated name.
+        const NAME_AT: usize = 8 + 6 * 4;
+        if msg.len() <= NAME_AT || msg[0] != 0 || msg[1] != 0 {
+            return;
+        }
+        let sid = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
+        let raw = &msg[NAME_AT..];
+        let name = raw.iter().position(|&b| b == 0).map(|end| &raw[..end]);
+        let name = name
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = name.map(|n| (sid, n));
     }
 }
 
-impl<I: Ipc, const N: usize> CongAlg<I> for Slot<N> {
-    type Flow = CcpFlow<I>;
+/// An IPC that passes everything through and notes the algorithm each CREATE asks for.
+#[derive(Debug)]
+pub struct NameTap<I> {
+    inner: I,
+    asked: AskedFor,
+}
+
+impl<I> NameTap<I> {
+    /// Wraps `inner`; names go to `asked` (share it with the [`ByName`]).
+    pub fn new(inner: I, asked: AskedFor) -> Self {
+        Self { inner, asked }
+    }
+}
+
+impl<I: Ipc> Ipc for NameTap<I> {
+    type Addr = I::Addr;
+
+    fn name() -> String {
+        I::name()
+    }
+
+    fn send(&self, msg: &[u8], to: &Self::Addr) -> portus::Result<()> {
+        self.inner.send(msg, to)
+    }
+
+    fn recv(&self, msg: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
+        let (n, addr) = self.inner.recv(msg)?;
+        self.asked.note(&msg[..n.min(msg.len())]);
+        Ok((n, addr))
+    }
+
+    fn close(&mut self) -> portus::Result<()> {
+        self.inner.close()
+    }
+}
+
+/// Every algorithm of a registry as one portus `CongAlg`: a flow gets the algorithm its
+/// CREATE named (noted by a [`NameTap`] over the same IPC), else the registry's default
+/// ([`ByName::with_default`]), else `otherwise`.
+pub struct ByName<D> {
+    registry: Registry,
+    asked: AskedFor,
+    default: Option<Arc<dyn DynAlgorithmConfig>>,
+    counters: Arc<AdapterCounters>,
+    otherwise: D,
+}
+
+impl<D> ByName<D> {
+    /// `registry`'s algorithms by the names `asked` notes; `otherwise` for the rest.
+    pub fn new(registry: Registry, asked: AskedFor, otherwise: D) -> Self {
+        Self {
+            registry,
+            asked,
+            default: None,
+            counters: Arc::default(),
+            otherwise,
+        }
+    }
+
+    /// Flows that name no algorithm of the registry get `name` instead of `otherwise`.
+    pub fn with_default(mut self, name: &str) -> Result<Self, RegistryError> {
+        let e = self
+            .registry
+            .get(name)
+            .ok_or_else(|| self.registry.unknown(name))?;
+        self.default = Some(e.config.clone());
+        Ok(self)
+    }
+
+    /// The counters every registry flow updates.
+    pub fn counters(&self) -> Arc<AdapterCounters> {
+        self.counters.clone()
+    }
+}
+
+impl<I: Ipc, D: CongAlg<I>> CongAlg<I> for ByName<D> {
+    type Flow = ByNameFlow<I, D::Flow>;
 
     fn name() -> &'static str {
-        slot_name(N)
+        "registry"
     }
 
     fn datapath_programs(&self) -> HashMap<&'static str, String> {
-        ProgramSpec::registration(self.config.programs())
+        let mut all = ProgramSpec::registration(&self.registry.programs());
+        all.extend(self.otherwise.datapath_programs());
+        all
     }
 
     fn new_flow(&self, datapath: Datapath<I>, info: DatapathInfo) -> Self::Flow {
-        CcpFlow::start(self.config.as_ref(), &self.counters, datapath, &info)
+        let asked = self.asked.take(info.sock_id);
+        let config = asked
+            .as_deref()
+            .and_then(|n| self.registry.get(n))
+            .map(|e| &e.config)
+            .or(self.default.as_ref());
+        match config {
+            Some(c) => {
+                ByNameFlow::Registered(CcpFlow::start(c.as_ref(), &self.counters, datapath, &info))
+            }
+            None => ByNameFlow::Other(self.otherwise.new_flow(datapath, info)),
+        }
     }
 }
 
-/// Adds every portus slot of `$registry` (a `&Registry`) to the portus `RunBuilder`
-/// `$builder`. With `|slot| expr`, each slot's algorithm is registered as `expr` (e.g. wrapped
-/// in something that sets the initial window).
-#[macro_export]
-macro_rules! register_slots {
-    ($builder:expr, $registry:expr) => {
-        $crate::register_slots!($builder, $registry, |slot| slot)
-    };
-    ($builder:expr, $registry:expr, |$s:ident| $wrap:expr) => {
-        $crate::register_slots!(@ $builder, $registry, $s, $wrap;
-            0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31)
-    };
-    (@ $builder:expr, $registry:expr, $s:ident, $wrap:expr; $($n:literal)*) => {{
-        let registry: &$crate::registry::Registry = $registry;
-        let b = $builder;
-        $(let b = b.additional_alg(
-            $crate::registry::Slot::<$n>::of(registry).map(|$s| $wrap),
-        );)*
-        b
-    }};
+/// A flow of [`ByName`].
+pub enum ByNameFlow<I: Ipc, F> {
+    /// An algorithm of the registry.
+    Registered(CcpFlow<I>),
+    /// The `otherwise` algorithm's.
+    Other(F),
+}
+
+impl<I: Ipc, F: Flow> Flow for ByNameFlow<I, F> {
+    fn on_report(&mut self, sock_id: u32, report: Report) {
+        match self {
+            Self::Registered(f) => f.on_report(sock_id, report),
+            Self::Other(f) => f.on_report(sock_id, report),
+        }
+    }
+
+    fn close(&mut self) {
+        match self {
+            Self::Registered(f) => f.close(),
+            Self::Other(f) => f.close(),
+        }
+    }
+}
+
+impl<I: Ipc, F: MeasuredFlow> MeasuredFlow for ByNameFlow<I, F> {
+    fn take_measurement(&mut self) -> Option<Measurement> {
+        match self {
+            Self::Registered(f) => f.take_measurement(),
+            Self::Other(f) => f.take_measurement(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -365,9 +450,33 @@ mod tests {
         );
         assert!(r.programs().len() <= MAX_PROGRAMS);
         assert!(r.entries().iter().all(|e| !e.description.is_empty()));
-        for e in r.entries() {
-            assert_eq!(slot_name(e.slot), e.name);
+    }
+
+    #[test]
+    fn a_create_is_noted_by_socket_id() {
+        let asked = AskedFor::default();
+        let mut create = vec![0u8, 0, 96, 0, 7, 0, 0, 0];
+        create.extend([0u8; 24]);
+        let mut name = [0u8; 64];
+        name[..5].copy_from_slice(b"vegas");
+        create.extend(name);
+        asked.note(&create);
+        assert_eq!(asked.take(8), None, "another flow's CREATE");
+        assert_eq!(asked.take(7).as_deref(), Some("vegas"));
+        assert_eq!(asked.take(7), None, "taken once");
+        // No NUL, not UTF-8, no name, not a CREATE: nothing noted.
+        for bad in [
+            &create[..35],
+            &[create[..32].to_vec(), vec![0xff, 0]].concat()[..],
+            &create[..33],
+        ] {
+            asked.note(bad);
+            assert_eq!(asked.take(7), None);
         }
+        let mut measure = create.clone();
+        measure[0] = 1;
+        asked.note(&measure);
+        assert_eq!(asked.take(7), None);
     }
 
     #[test]
@@ -385,7 +494,10 @@ mod tests {
         let e = r.resolve("tahoe").unwrap_err().to_string();
         assert!(e.contains("tahoe") && e.contains("vivace"), "{e}");
         let c = r.configs(&["vegas", "reno"]).unwrap();
-        assert_eq!(c.iter().map(|c| c.name()).collect::<Vec<_>>(), ["vegas", "reno"]);
+        assert_eq!(
+            c.iter().map(|c| c.name()).collect::<Vec<_>>(),
+            ["vegas", "reno"]
+        );
         assert!(r.configs(&["vegas", "tahoe"]).is_err());
     }
 }

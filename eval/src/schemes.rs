@@ -2,13 +2,11 @@
 //!
 //! Built-in schemes run inside the simulated datapath with no agent (Linux-like Reno and
 //! Cubic, for baselines and cross traffic). CCP schemes run as portus algorithms in a
-//! lock-step agent (or, in real time, an external agent over unix sockets); every algorithm
-//! registered in `with_every_algorithm!` appears here with no further wiring.
+//! lock-step agent (or, in real time, an external agent over unix sockets): every algorithm of
+//! the process's registry ([`ccp_algorithms::registry::global`]; a researcher's own via
+//! `ccp_eval::cli::main_with`) is a scheme with no further wiring, and so is every selector.
 
-use ccp_algorithms::{
-    AlgorithmConfig, BbrConfig, C2tcpConfig, Ccp, CopaConfig, CubicConfig, IllinoisConfig,
-    RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
-};
+use ccp_algorithms::registry::{self, AskedFor, ByName, NameTap};
 use ccp_datapath::agent::{AIMD_NAME, Aimd};
 use ccp_datapath::runtime::transport::AgentChannels;
 use ccp_datapath::sim::{LockstepAgent, Scheme};
@@ -29,50 +27,27 @@ const NATIVE: &[(&str, &str)] = &[
     ),
 ];
 
-/// CCP schemes run through the agent: (name, description). Every name here is registered by
-/// `with_every_algorithm!` (a test checks the two agree).
-const CCP: &[(&str, &str)] = &[
-    (
-        AIMD_NAME,
-        "CCP: AIMD test algorithm (one MSS per RTT, halve on loss)",
-    ),
-    (RenoConfig::NAME, "CCP: Reno/NewReno (RFC 5681/6582)"),
-    (
-        CubicConfig::NAME,
-        "CCP: Cubic (RFC 9438) with fast convergence and the Reno-friendly region",
-    ),
-    (BbrConfig::NAME, "CCP: BBR v1 (Cardwell et al. 2016)"),
-    (
-        CopaConfig::NAME,
-        "CCP: Copa (Arun & Balakrishnan, NSDI'18), delta 0.5, competitive mode",
-    ),
-    (
-        VegasConfig::NAME,
-        "CCP: Vegas (Brakmo & Peterson 1995), alpha 2, beta 4",
-    ),
-    (
-        WestwoodConfig::NAME,
-        "CCP: Westwood+ (Grieco & Mascolo 2004)",
-    ),
-    (
-        IllinoisConfig::NAME,
-        "CCP: TCP-Illinois (Liu, Basar & Srikant 2006)",
-    ),
-    (
-        C2tcpConfig::NAME,
-        "CCP: C2TCP (Abbasloo et al. 2018), target-delay layer over Cubic",
-    ),
-    (VivaceConfig::NAME, "CCP: PCC Vivace (Dong et al., NSDI'18)"),
-];
+/// The agent's default algorithm (flows that name none), also a scheme.
+const AIMD_DESCRIPTION: &str = "AIMD test algorithm (one MSS per RTT, halve on loss)";
+
+/// Every scheme with its description: built-ins, the agent's default, the registry's
+/// algorithms (prefixed `CCP:`), the selectors.
+fn all() -> Vec<(&'static str, String)> {
+    let mut v: Vec<(&'static str, String)> =
+        NATIVE.iter().map(|(n, d)| (*n, (*d).to_string())).collect();
+    v.push((AIMD_NAME, format!("CCP: {AIMD_DESCRIPTION}")));
+    for e in registry::global().entries() {
+        v.push((e.name, format!("CCP: {}", e.description)));
+    }
+    for (n, d) in selectors::SCHEMES {
+        v.push((*n, (*d).to_string()));
+    }
+    v
+}
 
 /// Every scheme name, sorted.
 pub fn available() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = NATIVE
-        .iter()
-        .chain(CCP)
-        .chain(selectors::SCHEMES)
-        .map(|(n, _)| *n)
-        .collect();
+    let mut v: Vec<&'static str> = all().into_iter().map(|(n, _)| n).collect();
     v.sort_unstable();
     v
 }
@@ -93,59 +68,59 @@ pub fn resolve(name: &str) -> Option<Scheme> {
     match name {
         NATIVE_RENO => Some(Scheme::Reno),
         NATIVE_CUBIC => Some(Scheme::Cubic),
-        _ if CCP
-            .iter()
-            .chain(selectors::SCHEMES)
-            .any(|(n, _)| *n == name) =>
-        {
-            Some(Scheme::Ccp {
-                alg: name.to_string(),
-            })
-        }
+        _ if all().iter().any(|(n, _)| *n == name) => Some(Scheme::Ccp {
+            alg: name.to_string(),
+        }),
         _ => None,
     }
 }
 
 /// One-line description for `ccp-eval list`.
-pub fn describe(name: &str) -> &'static str {
-    NATIVE
-        .iter()
-        .chain(CCP)
-        .chain(selectors::SCHEMES)
+pub fn describe(name: &str) -> String {
+    all()
+        .into_iter()
         .find(|(n, _)| *n == name)
-        .map_or("", |(_, d)| d)
+        .map(|(_, d)| d)
+        .unwrap_or_default()
 }
 
-/// Registers every CCP algorithm on a portus `RunBuilder` (one list for every kind of agent).
+/// Every CCP algorithm as portus's default: the process registry's by the name a CREATE asks
+/// for (noted by a [`NameTap`] holding `asked`), AIMD for any other name (one list for every
+/// kind of agent).
+fn every_algorithm(asked: AskedFor) -> ByName<Aimd> {
+    ByName::new(registry::global().clone(), asked, Aimd::default())
+}
+
+/// A portus `RunBuilder` over `sock` (behind a [`NameTap`]) with [`every_algorithm`] as its
+/// default.
 macro_rules! with_every_algorithm {
-    ($builder:expr) => {
-        $builder
-            .default_alg(Aimd::default())
-            .additional_alg(Ccp::new(RenoConfig::default()))
-            .additional_alg(Ccp::new(CubicConfig::default()))
-            .additional_alg(Ccp::new(BbrConfig::default()))
-            .additional_alg(Ccp::new(CopaConfig::default()))
-            .additional_alg(Ccp::new(VegasConfig::default()))
-            .additional_alg(Ccp::new(WestwoodConfig::default()))
-            .additional_alg(Ccp::new(IllinoisConfig::default()))
-            .additional_alg(Ccp::new(C2tcpConfig::default()))
-            .additional_alg(Ccp::new(VivaceConfig::default()))
-    };
+    ($sock:expr) => {{
+        let asked = AskedFor::default();
+        portus::RunBuilder::new(portus::ipc::BackendBuilder {
+            sock: NameTap::new($sock, asked.clone()),
+        })
+        .default_alg(every_algorithm(asked))
+    }};
 }
 
 /// A lock-step portus agent with every CCP algorithm and the selector schemes registered,
 /// and the run's selector state (swap events, explore samples).
 pub fn agent() -> (LockstepAgent, RunSelectors) {
     let (s, state) = selectors::build();
-    let agent = LockstepAgent::with_algorithms(move |b| {
-        with_every_algorithm!(b)
-            .additional_alg(s.rein)
-            .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
-            .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
-            .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
-            .additional_alg(s.explore)
-            .run()
-    });
+    let asked = AskedFor::default();
+    let tap = asked.clone();
+    let agent = LockstepAgent::with_wrapped_ipc(
+        move |ipc| NameTap::new(ipc, tap),
+        move |b| {
+            b.default_alg(every_algorithm(asked))
+                .additional_alg(s.rein)
+                .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
+                .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
+                .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
+                .additional_alg(s.explore)
+                .run()
+        },
+    );
     (agent, state)
 }
 
@@ -161,16 +136,14 @@ pub fn spawn_channel_agent(
         channels.to_datapath,
         channels.from_datapath,
     );
-    let handle = with_every_algorithm!(portus::RunBuilder::new(portus::ipc::BackendBuilder {
-        sock
-    }))
-    .additional_alg(s.rein)
-    .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
-    .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
-    .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
-    .additional_alg(s.explore)
-    .spawn_thread()
-    .run()?;
+    let handle = with_every_algorithm!(sock)
+        .additional_alg(s.rein)
+        .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
+        .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
+        .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
+        .additional_alg(s.explore)
+        .spawn_thread()
+        .run()?;
     Ok((handle, state))
 }
 
@@ -178,10 +151,7 @@ pub fn spawn_channel_agent(
 /// `/tmp/ccp/<name>`, in this thread until the process ends (for real-time runs and demos).
 pub fn run_unix_agent(name: &str) -> portus::Result<()> {
     let sock = portus::ipc::unix::Socket::<portus::ipc::Blocking>::new(name)?;
-    with_every_algorithm!(portus::RunBuilder::new(portus::ipc::BackendBuilder {
-        sock
-    }))
-    .run()
+    with_every_algorithm!(sock).run()
 }
 
 #[cfg(test)]
@@ -217,7 +187,7 @@ mod tests {
         // portus runs its default algorithm (AIMD) for a name it does not know, and runs are
         // deterministic: a scheme whose run is identical to AIMD's is not registered.
         let aimd = run_alone(AIMD_NAME);
-        for (name, _) in CCP.iter().filter(|(n, _)| *n != AIMD_NAME) {
+        for name in registry::global().names() {
             let r = run_alone(name);
             assert!(r.delivered_bytes > 100_000, "{name} moved no data");
             assert_eq!(r.vm_faults, 0, "{name}");
@@ -228,7 +198,7 @@ mod tests {
         }
         assert_eq!(
             available().len(),
-            NATIVE.len() + CCP.len() + selectors::SCHEMES.len()
+            NATIVE.len() + 1 + registry::global().entries().len() + selectors::SCHEMES.len()
         );
     }
 }

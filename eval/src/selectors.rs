@@ -61,8 +61,8 @@ pub const SCHEMES: &[(&str, &str)] = &[
 /// Chance of a random switch at the end of a data unit in `selector-explore`.
 pub const EXPLORE_SWITCH_PROB: f64 = 0.3;
 
-/// The nine candidate algorithms: the suite with Cubic first (index 0 is where a policy with
-/// no opinion starts a flow), in a fixed order.
+/// The selectors' candidates: the process registry's algorithms with Cubic first (index 0 is
+/// where a policy with no opinion starts a flow), in a fixed order.
 pub fn candidates() -> Vec<Box<dyn DynAlgorithmConfig>> {
     let mut v = ccp_algorithms::suite();
     if let Some(k) = v.iter().position(|c| c.name() == CubicConfig::NAME) {

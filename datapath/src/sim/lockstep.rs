@@ -17,8 +17,9 @@ use portus::{CongAlg, NoSpawn, RunBuilder};
 
 use super::network::{SimError, SimResult, Simulation};
 
-/// Starts portus on the given builder and runs it to completion in the calling thread.
-type StartFn = Box<dyn FnOnce(RunBuilder<LockstepIpc, (), NoSpawn>) -> portus::Result<()> + Send>;
+/// Starts portus over the given IPC (with the given stop handle) and runs it to completion in
+/// the calling thread.
+type StartFn = Box<dyn FnOnce(LockstepIpc, Arc<AtomicBool>) -> portus::Result<()> + Send>;
 
 /// The algorithms a simulation's agent runs; portus itself starts when the simulation runs.
 pub struct LockstepAgent {
@@ -58,8 +59,22 @@ impl LockstepAgent {
     where
         F: FnOnce(RunBuilder<LockstepIpc, (), NoSpawn>) -> portus::Result<()> + Send + 'static,
     {
+        Self::with_wrapped_ipc(std::convert::identity, start)
+    }
+
+    /// [`LockstepAgent::with_algorithms`] over `wrap(ipc)`: an IPC layer of the caller's
+    /// between the simulation and portus (e.g. one that notes the algorithm each CREATE asks
+    /// for).
+    pub fn with_wrapped_ipc<W, G, F>(wrap: G, start: F) -> Self
+    where
+        W: Ipc,
+        G: FnOnce(LockstepIpc) -> W + Send + 'static,
+        F: FnOnce(RunBuilder<W, (), NoSpawn>) -> portus::Result<()> + Send + 'static,
+    {
         Self {
-            start: Box::new(start),
+            start: Box::new(move |ipc, stop| {
+                start(RunBuilder::new(BackendBuilder { sock: wrap(ipc) }).with_stop_handle(stop))
+            }),
         }
     }
 
@@ -73,8 +88,7 @@ impl LockstepAgent {
             outcome: outcome.clone(),
             keep_going: stop.clone(),
         };
-        let builder = RunBuilder::new(BackendBuilder { sock: ipc }).with_stop_handle(stop);
-        (self.start)(builder).map_err(|e| LockstepError::Start(e.0))?;
+        (self.start)(ipc, stop).map_err(|e| LockstepError::Start(e.0))?;
         let taken = match outcome.lock() {
             Ok(mut o) => o.take(),
             Err(poisoned) => poisoned.into_inner().take(),
