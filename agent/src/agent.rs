@@ -1,22 +1,17 @@
 //! The running agent: its reloadable state, the algorithm registry, the SIGHUP watcher and the
 //! portus run loop over each IPC.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use ccp_algorithms::{
-    BbrConfig, C2tcpConfig, Ccp, CopaConfig, CubicConfig, DynAlgorithmConfig, IllinoisConfig,
-    RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
-};
+use ccp_algorithms::registry::{AskedFor, ByName, NameTap};
 use ccp_selector::{PolicyHandle, Selector, SelectorLog};
 use portus::ipc::{BackendBuilder, Blocking, Ipc};
-use portus::{CongAlg, Datapath, DatapathInfo, Flow};
 use tracing::{info, warn};
 
-use crate::config::{ALGORITHMS, Config, ConfigError, IpByteOrder, Preferences};
+use crate::config::{Config, ConfigError, IpByteOrder, Preferences};
 use crate::guard::{GuardCounters, Guarded};
 use crate::iw::{IwSource, WithIw};
 use crate::kernel::{KernelIw, KernelIwError};
@@ -59,8 +54,13 @@ pub enum AgentError {
     #[error(transparent)]
     Policy(#[from] PolicyError),
     /// `--alg` names no algorithm.
-    #[error("--alg: unknown algorithm {0:?} (known: {known}, selector)", known = ALGORITHMS.join(", "))]
-    UnknownAlg(String),
+    #[error("--alg: unknown algorithm {name:?} (known: {known}, selector)")]
+    UnknownAlg {
+        /// What was asked for.
+        name: String,
+        /// The registry's algorithms.
+        known: String,
+    },
     /// portus failed (socket, IPC).
     #[error("portus: {0}")]
     Portus(String),
@@ -82,7 +82,8 @@ impl From<portus::Error> for AgentError {
 /// running keep what they were built with.
 #[derive(Debug, Clone)]
 pub struct AgentState {
-    config_path: PathBuf,
+    /// The config file (`None`: every default, `ccp-agent` without `--config`).
+    config_path: Option<PathBuf>,
     default_order: IpByteOrder,
     candidates: Vec<&'static str>,
     policy: PolicyHandle,
@@ -126,7 +127,26 @@ impl AgentState {
         ipc: IpcKind,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, AgentError> {
-        let config = Config::load(config_path)?;
+        Self::start(
+            Some(config_path.to_path_buf()),
+            Config::load(config_path)?,
+            ipc,
+            clock,
+        )
+    }
+
+    /// Every setting at its default (no config file): every algorithm of the registry, the
+    /// selector with its default policy over all of them, the standard initial window.
+    pub fn with_defaults(ipc: IpcKind) -> Result<Self, AgentError> {
+        Self::start(None, Config::default(), ipc, Arc::new(SystemClock))
+    }
+
+    fn start(
+        config_path: Option<PathBuf>,
+        config: Config,
+        ipc: IpcKind,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, AgentError> {
         let candidates = config.candidates.clone();
         let loaded = Self::build(config, &candidates)?;
         let kernel_cgroup = loaded
@@ -143,7 +163,7 @@ impl AgentState {
             _ => None,
         };
         let state = Self {
-            config_path: config_path.to_path_buf(),
+            config_path,
             default_order: ipc.default_ip_byte_order(),
             candidates,
             policy: PolicyHandle::new(loaded.factory.clone(), loaded.config.hysteresis),
@@ -240,7 +260,10 @@ impl AgentState {
     /// and its learned table; any change starts a fresh learner from `iw.table`, and turning
     /// learning off serves `iw.table` again.
     pub fn reload(&self) -> Result<(), AgentError> {
-        let config = Config::load(&self.config_path)?;
+        let config = match &self.config_path {
+            Some(p) => Config::load(p)?,
+            None => Config::default(),
+        };
         if config.candidates != self.candidates {
             warn!(
                 running = ?self.candidates,
@@ -320,55 +343,29 @@ impl AgentState {
     }
 }
 
-/// Every algorithm the agent registers, each starting flows from the IW table.
+/// Every algorithm the agent serves: the process registry's
+/// ([`ccp_algorithms::registry::global`]) and the selector over the configured candidates,
+/// each starting flows from the IW table.
 #[derive(Clone)]
 pub struct Registry {
-    reno: WithIw<Ccp<RenoConfig>>,
-    cubic: WithIw<Ccp<CubicConfig>>,
-    bbr: WithIw<Ccp<BbrConfig>>,
-    copa: WithIw<Ccp<CopaConfig>>,
-    vegas: WithIw<Ccp<VegasConfig>>,
-    westwood: WithIw<Ccp<WestwoodConfig>>,
-    illinois: WithIw<Ccp<IllinoisConfig>>,
-    c2tcp: WithIw<Ccp<C2tcpConfig>>,
-    vivace: WithIw<Ccp<VivaceConfig>>,
-    selector: WithIw<Selector>,
+    algorithms: ccp_algorithms::Registry,
+    candidates: Vec<&'static str>,
+    policy: PolicyHandle,
+    iw: IwSource,
     log: Arc<SelectorLog>,
 }
 
 impl Registry {
     /// The registry over `state`'s IW table and policy slot.
     pub fn new(state: &AgentState) -> Self {
-        let iw = state.iw().clone();
-        let suite: Vec<Box<dyn DynAlgorithmConfig>> = ccp_algorithms::suite()
-            .into_iter()
-            .filter(|c| state.candidates().contains(&c.name()))
-            .collect();
-        // Keep the configured order (policies index candidates by position).
-        let mut candidates: Vec<Box<dyn DynAlgorithmConfig>> = Vec::new();
-        let mut rest = suite;
-        for name in state.candidates() {
-            if let Some(i) = rest.iter().position(|c| c.name() == *name) {
-                candidates.push(rest.swap_remove(i));
-            }
-        }
-        // Decisions are one per report: the deployed agent keeps counters, not an event trace.
-        let log = Arc::new(SelectorLog::new(false));
-        let selector = Selector::new(candidates, state.policy().get().0)
-            .with_policy_handle(state.policy().clone())
-            .with_log(log.clone());
         Self {
-            reno: WithIw::new(Ccp::new(RenoConfig::default()), iw.clone()),
-            cubic: WithIw::new(Ccp::new(CubicConfig::default()), iw.clone()),
-            bbr: WithIw::new(Ccp::new(BbrConfig::default()), iw.clone()),
-            copa: WithIw::new(Ccp::new(CopaConfig::default()), iw.clone()),
-            vegas: WithIw::new(Ccp::new(VegasConfig::default()), iw.clone()),
-            westwood: WithIw::new(Ccp::new(WestwoodConfig::default()), iw.clone()),
-            illinois: WithIw::new(Ccp::new(IllinoisConfig::default()), iw.clone()),
-            c2tcp: WithIw::new(Ccp::new(C2tcpConfig::default()), iw.clone()),
-            vivace: WithIw::new(Ccp::new(VivaceConfig::default()), iw.clone()),
-            selector: WithIw::new(selector, iw),
-            log,
+            algorithms: ccp_algorithms::registry::global().clone(),
+            candidates: state.candidates().to_vec(),
+            policy: state.policy().clone(),
+            iw: state.iw().clone(),
+            // Decisions are one per report: the deployed agent keeps counters, not an event
+            // trace.
+            log: Arc::new(SelectorLog::new(false)),
         }
     }
 
@@ -376,9 +373,23 @@ impl Registry {
     pub fn selector_log(&self) -> Arc<SelectorLog> {
         self.log.clone()
     }
+
+    /// A selector over the configured candidates (policies index them by position, so the
+    /// configured order is kept), sharing the policy slot and the counters.
+    fn selector(&self) -> Selector {
+        // The config's candidates were checked against this registry when it was loaded.
+        let candidates = self
+            .algorithms
+            .configs(&self.candidates)
+            .unwrap_or_default();
+        Selector::new(candidates, self.policy.get().0)
+            .with_policy_handle(self.policy.clone())
+            .with_log(self.log.clone())
+    }
 }
 
-/// The algorithm portus runs when a datapath asks for none or for an unknown name: `--alg`.
+/// What portus runs for a flow that asks for no algorithm (or an unknown one): `--alg`, an
+/// algorithm of the registry or `selector`.
 #[derive(Clone)]
 pub struct DefaultAlg {
     registry: Registry,
@@ -386,80 +397,47 @@ pub struct DefaultAlg {
 }
 
 impl DefaultAlg {
-    /// `name` (one of the nine or `selector`) from `registry`.
+    /// `name` (an algorithm of the registry or `selector`) from `registry`.
     pub fn new(registry: Registry, name: &str) -> Result<Self, AgentError> {
-        let name = ALGORITHMS
-            .iter()
-            .chain(std::iter::once(&SELECTOR))
-            .find(|a| **a == name)
-            .ok_or_else(|| AgentError::UnknownAlg(name.to_string()))?;
+        let name = if name == SELECTOR {
+            SELECTOR
+        } else {
+            registry
+                .algorithms
+                .resolve(name)
+                .map_err(|_| AgentError::UnknownAlg {
+                    name: name.to_string(),
+                    known: registry.algorithms.names().join(", "),
+                })?
+        };
         Ok(Self { registry, name })
     }
 }
 
-impl<I: Ipc> CongAlg<I> for DefaultAlg {
-    type Flow = Box<dyn Flow>;
-
-    fn name() -> &'static str {
-        "ccp-agent-default"
-    }
-
-    fn datapath_programs(&self) -> HashMap<&'static str, String> {
-        let r = &self.registry;
-        let mut all = HashMap::new();
-        all.extend(CongAlg::<I>::datapath_programs(&r.reno));
-        all.extend(CongAlg::<I>::datapath_programs(&r.cubic));
-        all.extend(CongAlg::<I>::datapath_programs(&r.bbr));
-        all.extend(CongAlg::<I>::datapath_programs(&r.copa));
-        all.extend(CongAlg::<I>::datapath_programs(&r.vegas));
-        all.extend(CongAlg::<I>::datapath_programs(&r.westwood));
-        all.extend(CongAlg::<I>::datapath_programs(&r.illinois));
-        all.extend(CongAlg::<I>::datapath_programs(&r.c2tcp));
-        all.extend(CongAlg::<I>::datapath_programs(&r.vivace));
-        all.extend(CongAlg::<I>::datapath_programs(&r.selector));
-        all
-    }
-
-    fn new_flow(&self, dp: Datapath<I>, info: DatapathInfo) -> Self::Flow {
-        let r = &self.registry;
-        match self.name {
-            "reno" => Box::new(r.reno.new_flow(dp, info)),
-            "cubic" => Box::new(r.cubic.new_flow(dp, info)),
-            "bbr" => Box::new(r.bbr.new_flow(dp, info)),
-            "copa" => Box::new(r.copa.new_flow(dp, info)),
-            "vegas" => Box::new(r.vegas.new_flow(dp, info)),
-            "westwood" => Box::new(r.westwood.new_flow(dp, info)),
-            "illinois" => Box::new(r.illinois.new_flow(dp, info)),
-            "c2tcp" => Box::new(r.c2tcp.new_flow(dp, info)),
-            "vivace" => Box::new(r.vivace.new_flow(dp, info)),
-            _ => Box::new(r.selector.new_flow(dp, info)),
-        }
-    }
-}
-
 /// Runs portus over `sock` in this thread: `default` for unnamed flows, every algorithm by
-/// name. Every datagram passes the [`crate::guard`] first, counted in `guard`. Returns when
-/// the IPC closes or `stop` is cleared.
+/// name. Every datagram passes the [`crate::guard`] first, counted in `guard`; a
+/// [`NameTap`] then notes the algorithm each CREATE asks for, which [`ByName`] builds. Returns
+/// when the IPC closes or `stop` is cleared.
 pub fn run_on<I: Ipc>(
     sock: I,
     default: DefaultAlg,
     stop: Arc<AtomicBool>,
     guard: Arc<GuardCounters>,
 ) -> portus::Result<()> {
-    let r = default.registry.clone();
-    let sock = Guarded::new(sock, guard);
+    let r = default.registry;
+    let asked = AskedFor::default();
+    let sock = NameTap::new(Guarded::new(sock, guard), asked.clone());
+    let by_name = ByName::new(r.algorithms.clone(), asked, r.selector());
+    let by_name = if default.name == SELECTOR {
+        by_name
+    } else {
+        by_name
+            .with_default(default.name)
+            .map_err(|e| portus::Error(e.to_string()))?
+    };
     portus::RunBuilder::new(BackendBuilder { sock })
-        .default_alg(default)
-        .additional_alg(r.reno)
-        .additional_alg(r.cubic)
-        .additional_alg(r.bbr)
-        .additional_alg(r.copa)
-        .additional_alg(r.vegas)
-        .additional_alg(r.westwood)
-        .additional_alg(r.illinois)
-        .additional_alg(r.c2tcp)
-        .additional_alg(r.vivace)
-        .additional_alg(r.selector)
+        .default_alg(WithIw::new(by_name, r.iw.clone()))
+        .additional_alg(WithIw::new(r.selector(), r.iw.clone()))
         .with_stop_handle(stop)
         .run()
 }
@@ -544,9 +522,9 @@ pub fn spawn_reloader(state: AgentState) -> std::io::Result<std::thread::JoinHan
                 }
                 if SIGHUP_SEEN.swap(false, Ordering::SeqCst) {
                     match state.reload() {
-                        Ok(()) => info!(config = %state.config_path.display(), "reloaded"),
+                        Ok(()) => info!(config = ?state.config_path, "reloaded"),
                         Err(e) => warn!(
-                            config = %state.config_path.display(),
+                            config = ?state.config_path,
                             error = %e,
                             "reload failed; keeping the previous config"
                         ),
@@ -622,7 +600,7 @@ mod tests {
         std::fs::write(&path, "").unwrap();
         let state = AgentState::load(&path, IpcKind::Char).unwrap();
         let registry = Registry::new(&state);
-        for name in ALGORITHMS.iter().chain([&SELECTOR]) {
+        for name in crate::config::algorithms().iter().chain([&SELECTOR]) {
             assert!(DefaultAlg::new(registry.clone(), name).is_ok(), "{name}");
         }
         let e = DefaultAlg::new(registry, "tahoe")

@@ -16,10 +16,11 @@ mod learning;
 
 pub use learning::{DEFAULT_LONG_FLOW_SECS, DEFAULT_MAX_RECORDS_PER_ITERATION, LearnSettings};
 
-/// Names of the nine algorithms of the suite, as portus registers them.
-pub const ALGORITHMS: [&str; 9] = [
-    "reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace",
-];
+/// Names of every algorithm of the process's registry ([`ccp_algorithms::registry::global`]:
+/// the suite, and a researcher's own through `ccp_agent::main_with`), in registry order.
+pub fn algorithms() -> Vec<&'static str> {
+    ccp_algorithms::registry::global().names()
+}
 
 /// A config that cannot be used; every variant names the file or field at fault.
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +174,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             policy: "static:cubic".to_string(),
-            candidates: ALGORITHMS.to_vec(),
+            candidates: algorithms(),
             hysteresis: HysteresisConfig::default(),
             models: None,
             preferences: Preferences::default(),
@@ -253,17 +254,12 @@ impl Config {
             None => defaults.candidates,
             Some(list) => {
                 let mut out: Vec<&'static str> = Vec::new();
+                let registry = ccp_algorithms::registry::global();
                 for name in &list {
-                    let Some(n) = ALGORITHMS.iter().find(|a| **a == name.as_str()) else {
-                        return Err(field(
-                            "selector.candidates",
-                            format!(
-                                "unknown algorithm {name:?} (known: {})",
-                                ALGORITHMS.join(", ")
-                            ),
-                        ));
-                    };
-                    if out.contains(n) {
+                    let n = registry
+                        .resolve(name)
+                        .map_err(|e| field("selector.candidates", e.to_string()))?;
+                    if out.contains(&n) {
                         return Err(field(
                             "selector.candidates",
                             format!("{name:?} is listed twice"),
@@ -486,7 +482,7 @@ mod tests {
     fn empty_config_is_the_defaults() {
         let c = parse("").unwrap();
         assert_eq!(c.policy, "static:cubic");
-        assert_eq!(c.candidates, ALGORITHMS.to_vec());
+        assert_eq!(c.candidates, algorithms());
         assert_eq!(c.hysteresis, HysteresisConfig::default());
         assert!(c.iw.is_none() && c.models.is_none());
         assert_eq!(c.preferences.for_port(443), Preference::Default);

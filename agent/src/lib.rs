@@ -1,15 +1,19 @@
-//! `ccp-agent`: the deployable CCP agent (issues 5 and 6). Every algorithm of the suite, the
-//! meta-selector and the IW table are registered; a datapath asks for any by name and gets
-//! `--alg` when it names none (or an unknown one).
+//! `ccp-agent`: the deployable CCP agent. Every algorithm of the process's registry
+//! ([`ccp_algorithms::registry`]), the meta-selector and the IW table are served; a datapath
+//! asks for any by name and gets `--alg` when it names none (or an unknown one). A researcher's
+//! own binary runs the same agent with its algorithm added: [`cli::main_with`].
 //!
 //! ```text
-//! ccp-agent --ipc unix|netlink|char --alg <cca|selector> --config agent.toml [--name portus]
+//! ccp-agent --alg <cca|selector> [--ipc unix|netlink|char] [--config agent.toml] [--name portus]
 //! ```
 //!
-//! - `--ipc unix`: a unix datagram socket bound at `/tmp/ccp/<name>` (this project's
-//!   `ccp-datapath` runtime, its eBPF kernel datapath, any libccp userspace datapath);
-//!   `netlink` and `char` (`/dev/ccpkp`) talk to ccp-kernel. Only unix is tested here.
-//! - `--alg`: reno, cubic, bbr, copa, vegas, westwood, illinois, c2tcp, vivace or selector.
+//! - `--ipc unix` (the default): a unix datagram socket bound at `/tmp/ccp/<name>` (this
+//!   project's `ccp-datapath` runtime, its eBPF kernel datapath, any libccp userspace
+//!   datapath); `netlink` and `char` (`/dev/ccpkp`) talk to ccp-kernel.
+//! - `--alg`: an algorithm of the registry (reno, cubic, bbr, copa, vegas, westwood, illinois,
+//!   c2tcp, vivace, and any a researcher's build adds) or selector.
+//! - `--config`: without it every setting is at its default (all algorithms as the selector's
+//!   candidates under the `static:cubic` policy, the standard initial window).
 //! - SIGHUP re-reads the config (and the models it names). New flows get the new policy,
 //!   hysteresis, preferences and IW table; running flows keep theirs. With `iw.learn`, unchanged
 //!   `[iw.learning]` settings keep the running learner and its table; changed ones restart it. A config or model that
@@ -95,13 +99,15 @@
 //!   `IwController`, the learned table published every iteration ([`spawn_learning`]).
 //! - [`kernel`]: `iw.kernel_cgroup`, the same table for real kernel TCP connections through a
 //!   sockops program on a cgroup v2 (`TCP_BPF_IW`; cargo feature `kernel`, Linux, root).
-//! - [`agent`]: the reloadable [`AgentState`], the registry of algorithms, the SIGHUP
-//!   reloader and the portus run loop for each IPC.
+//! - [`agent`]: the reloadable [`AgentState`], the algorithms served, the SIGHUP reloader and
+//!   the portus run loop for each IPC.
+//! - [`cli`]: the command line, [`cli::main_with`].
 //! - [`guard`]: the filter every datagram passes before portus decodes it (malformed and
 //!   unexpected messages, absurd MSS in CREATE), with counters logged at shutdown.
 //! - [`socket`]: `--name` checks, and refusing to take over a running agent's socket.
 
 pub mod agent;
+pub mod cli;
 pub mod config;
 pub mod guard;
 pub mod iw;

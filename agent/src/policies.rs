@@ -189,7 +189,12 @@ fn onnx(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ALGORITHMS;
+    use crate::config::algorithms;
+
+    fn algs() -> &'static [&'static str] {
+        static ALGS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        ALGS.get_or_init(algorithms)
+    }
 
     fn ctx<'a>(candidates: &'a [&'static str], prefs: &'a Preferences) -> PolicyContext<'a> {
         PolicyContext {
@@ -202,30 +207,30 @@ mod tests {
     #[test]
     fn static_and_rein_build_policies() {
         let prefs = Preferences::default();
-        let c = ctx(&ALGORITHMS, &prefs);
+        let c = ctx(algs(), &prefs);
         let f = build("static:vegas", &c).unwrap();
-        let p = f(&FlowContext::for_candidates(&ALGORITHMS));
+        let p = f(&FlowContext::for_candidates(algs()));
         assert_eq!(p.name(), "static");
-        assert_eq!(ALGORITHMS[p.initial()], "vegas");
+        assert_eq!(algs()[p.initial()], "vegas");
         let f = build("rein", &c).unwrap();
-        let p = f(&FlowContext::for_candidates(&ALGORITHMS));
+        let p = f(&FlowContext::for_candidates(algs()));
         assert_eq!(p.name(), "rein");
-        assert_eq!(ALGORITHMS[p.initial()], "cubic");
+        assert_eq!(algs()[p.initial()], "cubic");
     }
 
     #[test]
     fn rotate_asks_for_the_next_candidate_every_n_reports() {
         let prefs = Preferences::default();
-        let c = ctx(&ALGORITHMS, &prefs);
+        let c = ctx(algs(), &prefs);
         let f = build("rotate:3", &c).unwrap();
-        let p = f(&FlowContext::for_candidates(&ALGORITHMS));
+        let p = f(&FlowContext::for_candidates(algs()));
         assert_eq!(p.name(), "every-n");
     }
 
     #[test]
     fn unknown_policies_list_the_known_ones() {
         let prefs = Preferences::default();
-        let c = ctx(&ALGORITHMS, &prefs);
+        let c = ctx(algs(), &prefs);
         for bad in [
             "nope", "static", "rein:x", "static:", "rotate:0", "rotate:x", "rotate",
         ] {
@@ -264,7 +269,7 @@ mod tests {
         let prefs = Preferences::default();
         let dir = std::env::temp_dir().join(format!("ccp-agent-models-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let mut c = ctx(&ALGORITHMS, &prefs);
+        let mut c = ctx(algs(), &prefs);
         let e = build("antelope", &c).err().unwrap();
         assert!(e.to_string().contains("selector.models is not set"), "{e}");
         c.models = Some(&dir);
@@ -282,10 +287,7 @@ mod tests {
             .save(&dir.join("antelope"))
             .unwrap();
         let f = build("antelope", &c).unwrap();
-        assert_eq!(
-            f(&FlowContext::for_candidates(&ALGORITHMS)).name(),
-            "antelope"
-        );
+        assert_eq!(f(&FlowContext::for_candidates(algs())).name(), "antelope");
         // Antelope's models are not outcome models.
         std::fs::rename(dir.join("antelope"), dir.join("outcome")).unwrap();
         let e = build("outcome", &c).err().unwrap();

@@ -139,3 +139,61 @@ fn a_bad_config_at_start_exits_2_naming_the_field() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The pacing rate of the agent's first answer to a flow asking for `alg`.
+fn first_rate(dp: &mut Dp, alg: Option<&str>) -> Option<u32> {
+    let sid = dp
+        .create_flow(ccp_datapath::runtime::FlowInfo {
+            init_cwnd_bytes: 10 * MSS,
+            mss_bytes: MSS,
+            src_ip: u32::from(Ipv4Addr::new(192, 0, 2, 1)),
+            src_port: 40_001,
+            dst_ip: u32::from(Ipv4Addr::new(198, 51, 100, 9)),
+            dst_port: 443,
+            alg: alg.map(str::to_string),
+        })
+        .unwrap();
+    let idle = ccp_datapath::runtime::Primitives {
+        rtt_sample_us: 300,
+        snd_cwnd: 10 * MSS,
+        ..ccp_datapath::runtime::Primitives::default()
+    };
+    let start = std::time::Instant::now();
+    loop {
+        dp.poll();
+        let a = dp.invoke(sid, &idle).unwrap();
+        if a.control == ccp_datapath::runtime::Control::Agent {
+            return a.rate_bytes_per_sec;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
+#[test]
+fn with_no_config_flows_get_the_algorithm_they_name_else_alg() {
+    let pid = std::process::id();
+    let (agent_name, dp_name) = (format!("agent-e2e-{pid}-n"), format!("dp-e2e-{pid}-n"));
+    // No --ipc (unix is the default) and no --config: every default serves.
+    let mut agent = Agent::spawn_program(
+        std::path::Path::new(env!("CARGO_BIN_EXE_ccp-agent")),
+        &["--alg", "reno", "--name", &agent_name],
+        &agent_name,
+        "agent",
+    );
+    agent.wait_bound();
+    let mut dp = datapath(&dp_name, &agent_name);
+    // Reno does not pace; BBR paces from its first answer.
+    let unpaced = Some(u32::MAX);
+    assert_eq!(first_rate(&mut dp, None), unpaced, "--alg reno");
+    assert_eq!(
+        first_rate(&mut dp, Some("no-such-cca")),
+        unpaced,
+        "--alg reno"
+    );
+    let bbr = first_rate(&mut dp, Some("bbr"));
+    assert!(bbr.is_some_and(|r| r < u32::MAX), "bbr: {bbr:?}");
+    assert_eq!(first_rate(&mut dp, Some("reno")), unpaced);
+    // The selector by name too.
+    assert!(first_rate(&mut dp, Some("selector")).is_some());
+}

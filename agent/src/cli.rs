@@ -1,0 +1,102 @@
+//! The `ccp-agent` command line, as a library function so a researcher's own binary can run it
+//! with more algorithms registered ([`main_with`]).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use clap::Parser;
+use tracing::info;
+
+use crate::{AgentError, AgentState, DefaultAlg, IpcKind, Registry};
+
+/// A CCP agent with every algorithm, the selector and the IW table registered.
+#[derive(Debug, Parser)]
+#[command(name = "ccp-agent", version)]
+struct Cli {
+    /// IPC to the datapath.
+    #[arg(long, value_enum, default_value = "unix")]
+    ipc: IpcKind,
+    /// Algorithm for flows that ask for none (or for one this agent does not have): an
+    /// algorithm of the registry (reno, cubic, bbr, copa, vegas, westwood, illinois, c2tcp,
+    /// vivace, and any a researcher's build adds) or selector.
+    #[arg(long)]
+    alg: String,
+    /// The agent config (`agent.toml`); reloaded on SIGHUP. Without it every setting is at its
+    /// default.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Unix socket name: the agent binds `/tmp/ccp/<name>` (one file name of A-Z a-z 0-9 . _ -,
+    /// at most 64 bytes; refused while another process is bound there).
+    #[arg(long, default_value = "portus")]
+    name: String,
+}
+
+/// Runs `ccp-agent` with `registry` as the process's algorithms (parsing the command line):
+/// the binary passes the built-in suite; a researcher's crate passes the suite and its own
+/// algorithm (`examples/custom-cca`).
+pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
+    crate::init_logging();
+    if let Err(e) = ccp_algorithms::registry::install(registry) {
+        eprintln!("ccp-agent: {e}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse();
+    if cli.ipc == IpcKind::Unix
+        && let Err(e) = crate::socket::claim(&cli.name)
+    {
+        eprintln!("ccp-agent: {e}");
+        return ExitCode::from(2);
+    }
+    let loaded = match &cli.config {
+        Some(path) => {
+            AgentState::load(path, cli.ipc).map_err(|e| format!("{}: {e}", path.display()))
+        }
+        None => AgentState::with_defaults(cli.ipc).map_err(|e| e.to_string()),
+    };
+    let state = match loaded {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ccp-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let default = match DefaultAlg::new(Registry::new(&state), &cli.alg) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("ccp-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = crate::spawn_reloader(state.clone()) {
+        eprintln!("ccp-agent: cannot install the signal handlers: {e}");
+        state.shutdown();
+        return ExitCode::from(1);
+    }
+    if let Err(e) = crate::spawn_learning(state.iw().clone()) {
+        eprintln!("ccp-agent: cannot start the IW learning thread: {e}");
+        state.shutdown();
+        return ExitCode::from(1);
+    }
+    info!(ipc = ?cli.ipc, alg = %cli.alg, name = %cli.name, "ccp-agent starting");
+    let result = crate::run(
+        cli.ipc,
+        &cli.name,
+        default,
+        Arc::new(AtomicBool::new(true)),
+        state.guard().clone(),
+    );
+    state.shutdown();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ AgentError::Socket(_)) => {
+            eprintln!("ccp-agent: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("ccp-agent: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
