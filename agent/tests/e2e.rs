@@ -175,7 +175,7 @@ fn with_no_config_flows_get_the_algorithm_they_name_else_alg() {
     let pid = std::process::id();
     let (agent_name, dp_name) = (format!("agent-e2e-{pid}-n"), format!("dp-e2e-{pid}-n"));
     // No --ipc (unix is the default) and no --config: every default serves.
-    let mut agent = Agent::spawn_program(
+    let agent = Agent::spawn_program(
         std::path::Path::new(env!("CARGO_BIN_EXE_ccp-agent")),
         &["--alg", "reno", "--name", &agent_name],
         &agent_name,
