@@ -23,13 +23,9 @@
 //!   in-flight count at the report can already exclude the lost packets;
 //! - the loss window is 2 SMSS, not 1: the suite keeps every window at or above 2 SMSS.
 
-use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
-use crate::programs::{PER_RTT_URGENT, ProgramSpec};
-use crate::recovery::Recovery;
-use crate::rtt::RttEstimator;
-
-/// Programs Reno installs.
-static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
+use crate::api::{Algorithm, AlgorithmConfig, FlowStart, Handoff};
+use crate::programs::ProgramSpec;
+use crate::window::{self, Bytes, WindowCore, WindowRule, WindowState};
 
 /// Smallest window, in segments (the suite's floor; RFC 5681's loss window is 1).
 pub const MIN_CWND_SEGMENTS: u32 = 2;
@@ -54,7 +50,7 @@ impl AlgorithmConfig for RenoConfig {
     const NAME: &'static str = "reno";
 
     fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
+        &window::PROGRAMS
     }
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
@@ -66,167 +62,69 @@ impl AlgorithmConfig for RenoConfig {
     }
 }
 
-/// Reno's per-flow state.
+/// Reno's per-flow state: the window core (in bytes) with [`RenoRule`].
+pub type Reno = WindowCore<RenoRule>;
+
+/// What Reno adds to the window core: byte counting in congestion avoidance.
 #[derive(Debug, Clone)]
-pub struct Reno {
-    mss_bytes: u32,
-    cwnd_bytes: u32,
-    ssthresh_bytes: u32,
+pub struct RenoRule {
     /// Bytes acked in congestion avoidance since the last one-SMSS increase.
     ca_acked_bytes: u64,
-    recovery: Recovery,
-    last_loss_us: Option<u64>,
-    in_first_slow_start: bool,
-    rtt: RttEstimator,
-    delivery_rate_bytes_per_sec: u64,
-    now_us: u64,
 }
 
 impl Reno {
     /// A new flow with the initial window of `start`.
     pub fn new(start: &FlowStart) -> Self {
-        let h = Handoff::flow_start(start);
-        let mut r = Self {
-            mss_bytes: start.mss_bytes.max(1),
-            cwnd_bytes: 0,
-            ssthresh_bytes: u32::MAX,
-            ca_acked_bytes: 0,
-            recovery: Recovery::default(),
-            last_loss_us: None,
-            in_first_slow_start: true,
-            rtt: RttEstimator::default(),
-            delivery_rate_bytes_per_sec: 0,
-            now_us: 0,
-        };
-        r.adopt(&h);
-        r
-    }
-
-    fn min_cwnd(&self) -> u32 {
-        self.mss_bytes.saturating_mul(MIN_CWND_SEGMENTS)
-    }
-
-    fn adopt(&mut self, h: &Handoff) {
-        self.now_us = h.now_us;
-        self.cwnd_bytes = h.cwnd_bytes.max(self.min_cwnd());
-        self.in_first_slow_start = h.in_first_slow_start;
-        self.ssthresh_bytes = if h.in_first_slow_start {
-            h.ssthresh_bytes
-        } else {
-            // Out of slow start: continue in congestion avoidance at the handed-over window.
-            h.ssthresh_bytes.min(self.cwnd_bytes)
-        };
-        self.ca_acked_bytes = 0;
-        self.recovery = Recovery::default();
-        self.last_loss_us = h.last_loss_us;
-        self.rtt = RttEstimator::from_handoff(h.srtt_us, h.min_rtt_us);
-        self.delivery_rate_bytes_per_sec = h.delivery_rate_bytes_per_sec;
+        WindowCore::with_rule(RenoRule { ca_acked_bytes: 0 }, start)
     }
 
     /// Slow start and congestion avoidance for `acked` bytes (RFC 5681 §3.1, RFC 3465).
     pub fn on_acked(&mut self, acked_bytes: u64) {
-        let mut acked = acked_bytes;
-        if self.cwnd_bytes < self.ssthresh_bytes {
-            let room = u64::from(self.ssthresh_bytes - self.cwnd_bytes);
-            let grow = acked.min(room);
-            self.cwnd_bytes = clamp_u32(u64::from(self.cwnd_bytes) + grow);
-            acked -= grow;
-        }
-        if acked == 0 {
-            return;
-        }
-        self.ca_acked_bytes = self.ca_acked_bytes.saturating_add(acked);
-        let (n, used) = ca_increments(self.cwnd_bytes, self.mss_bytes, self.ca_acked_bytes);
-        self.ca_acked_bytes -= used;
-        self.cwnd_bytes = clamp_u32(
-            u64::from(self.cwnd_bytes).saturating_add(n.saturating_mul(u64::from(self.mss_bytes))),
-        );
-        if self.cwnd_bytes == u32::MAX {
-            self.ca_acked_bytes = 0;
-        }
-    }
-
-    /// A loss detected at `now_us` (RFC 5681 §3.2 eq. 4; RFC 6582 once per window).
-    pub fn on_loss(&mut self, now_us: u64) {
-        self.last_loss_us = Some(now_us);
-        if self.recovery.active(now_us) {
-            return;
-        }
-        self.in_first_slow_start = false;
-        let window = u64::from(self.cwnd_bytes);
-        self.ssthresh_bytes = (self.cwnd_bytes / 2).max(self.min_cwnd());
-        self.cwnd_bytes = self.ssthresh_bytes;
-        self.ca_acked_bytes = 0;
-        self.recovery.enter(now_us, self.rtt.srtt_us(), window);
-    }
-
-    /// A retransmission timeout at `now_us` (RFC 5681 §3.1: back to the loss window).
-    pub fn on_timeout(&mut self, now_us: u64) {
-        self.last_loss_us = Some(now_us);
-        self.in_first_slow_start = false;
-        self.ssthresh_bytes = (self.cwnd_bytes / 2).max(self.min_cwnd());
-        self.cwnd_bytes = self.min_cwnd();
-        self.ca_acked_bytes = 0;
-        self.recovery.clear();
+        let now_us = self.state.now_us;
+        self.rule.on_ack(&mut self.state, acked_bytes, now_us);
     }
 
     /// Slow-start threshold, bytes.
     pub fn ssthresh_bytes(&self) -> u32 {
-        self.ssthresh_bytes
+        self.state.ssthresh
     }
 }
 
-impl Algorithm for Reno {
-    fn name(&self) -> &'static str {
-        RenoConfig::NAME
+impl WindowRule for RenoRule {
+    type Unit = Bytes;
+
+    const NAME: &'static str = RenoConfig::NAME;
+
+    fn adopt(&mut self, _w: &WindowState<Bytes>, _h: &Handoff) {
+        self.ca_acked_bytes = 0;
     }
 
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
-    }
-
-    fn activate(&mut self, handoff: &Handoff) -> Control {
-        self.adopt(handoff);
-        Control::cwnd(self.cwnd_bytes)
-            .with_pacing(Pacing::Unpaced)
-            .with_program(&PER_RTT_URGENT)
-    }
-
-    fn on_report(&mut self, m: &Measurement) -> Control {
-        self.now_us = self.now_us.max(m.now_us);
-        self.rtt.on_sample(m.rtt_us, m.min_rtt_us);
-        if m.rate_incoming_bytes_per_sec > 0 {
-            self.delivery_rate_bytes_per_sec = m.rate_incoming_bytes_per_sec;
-        }
-        let in_recovery = self.recovery.holding(self.now_us);
-        self.recovery.on_acked(m.acked_bytes);
-        if !in_recovery {
-            self.on_acked(m.acked_bytes);
-        }
-        if m.timeout {
-            self.on_timeout(self.now_us);
-        } else if m.lost_pkts > 0 {
-            self.on_loss(self.now_us);
-        }
-        Control::cwnd(self.cwnd_bytes)
-    }
-
-    fn handoff(&self) -> Handoff {
-        Handoff {
-            now_us: self.now_us,
-            cwnd_bytes: self.cwnd_bytes,
-            ssthresh_bytes: self.ssthresh_bytes,
-            pacing: Pacing::Unpaced,
-            srtt_us: self.rtt.srtt_us(),
-            min_rtt_us: self.rtt.min_rtt_us(),
-            delivery_rate_bytes_per_sec: self.delivery_rate_bytes_per_sec,
-            last_loss_us: self.last_loss_us,
-            in_first_slow_start: self.in_first_slow_start,
+    /// One SMSS each time `cwnd` bytes have been acked (RFC 5681 §3.1 eq. 3, byte counting).
+    fn on_ack_in_avoidance(&mut self, w: &mut WindowState<Bytes>, acked: u64, _now_us: u64) {
+        self.ca_acked_bytes = self.ca_acked_bytes.saturating_add(acked);
+        let (n, used) = ca_increments(w.cwnd, w.mss_bytes, self.ca_acked_bytes);
+        self.ca_acked_bytes -= used;
+        w.cwnd = window::clamp_u32(
+            u64::from(w.cwnd).saturating_add(n.saturating_mul(u64::from(w.mss_bytes))),
+        );
+        if w.cwnd == u32::MAX {
+            self.ca_acked_bytes = 0;
         }
     }
 
-    fn cwnd_bytes(&self) -> u32 {
-        self.cwnd_bytes
+    /// `ssthresh = max(cwnd / 2, 2 SMSS)` (RFC 5681 §3.2 eq. 4), on a loss and a timeout.
+    fn ssthresh_on_congestion(&mut self, w: &WindowState<Bytes>) -> u32 {
+        (w.cwnd / 2).max(w.mss_bytes.saturating_mul(MIN_CWND_SEGMENTS))
+    }
+
+    /// `cwnd = ssthresh` (RFC 6582 §3.2 step 3).
+    fn on_recovery_start(&mut self, w: &mut WindowState<Bytes>, _now_us: u64) {
+        w.cwnd = w.ssthresh;
+        self.ca_acked_bytes = 0;
+    }
+
+    fn on_timeout(&mut self, _w: &mut WindowState<Bytes>) {
+        self.ca_acked_bytes = 0;
     }
 }
 
@@ -259,13 +157,10 @@ fn ca_increments(cwnd: u32, mss: u32, acked: u64) -> (u64, u64) {
     (n, cost(n))
 }
 
-fn clamp_u32(v: u64) -> u32 {
-    u32::try_from(v).unwrap_or(u32::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::{Measurement, Pacing};
 
     const MSS: u32 = 1000;
 
@@ -299,21 +194,21 @@ mod tests {
     #[test]
     fn slow_start_stops_at_ssthresh_and_the_rest_counts_towards_avoidance() {
         let mut r = reno(10);
-        r.ssthresh_bytes = 15_000;
+        r.state.ssthresh = 15_000;
         r.on_acked(10_000);
-        assert_eq!(r.cwnd_bytes, 15_000);
-        assert_eq!(r.ca_acked_bytes, 5_000);
+        assert_eq!(r.state.cwnd, 15_000);
+        assert_eq!(r.rule.ca_acked_bytes, 5_000);
     }
 
     #[test]
     fn avoidance_adds_one_mss_per_window_acked() {
         // RFC 5681 §3.1 eq. 3: about one SMSS per RTT.
         let mut r = reno(10);
-        r.ssthresh_bytes = 10_000;
+        r.state.ssthresh = 10_000;
         r.on_acked(9_999);
-        assert_eq!(r.cwnd_bytes, 10_000);
+        assert_eq!(r.state.cwnd, 10_000);
         r.on_acked(1);
-        assert_eq!(r.cwnd_bytes, 11_000);
+        assert_eq!(r.state.cwnd, 11_000);
     }
 
     #[test]
