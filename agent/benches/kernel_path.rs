@@ -27,10 +27,10 @@ use std::time::Duration;
 
 mod common;
 
-use ccp_datapath::kernel::percentile;
 use ccp_datapath::kernel::testbed::{
     Bandwidth, FlowSpec, LinkConfig, Testbed, TestbedConfig, TestbedError,
 };
+use ccp_datapath::stats::percentile;
 use common::{BoxResult, Proc, clock_ticks};
 
 /// Whether the environment variable `name` is `1`.
@@ -211,8 +211,8 @@ fn bench_link(label: &str, link: LinkConfig, rounds: usize, span: Duration) -> B
         c_cpu / n_cpu.max(f64::MIN_POSITIVE),
         med(&ccp, |s| s.procs_ns_per_byte),
         loop_ns.len(),
-        percentile(&loop_ns, 50) as f64 / 1e3,
-        percentile(&loop_ns, 99) as f64 / 1e3,
+        percentile(&loop_ns, 500).unwrap_or_default() as f64 / 1e3,
+        percentile(&loop_ns, 990).unwrap_or_default() as f64 / 1e3,
     );
     Ok(())
 }

@@ -24,6 +24,7 @@ use ccp_datapath::runtime::{
     ChannelTransport, Clock, Control, Datapath, DatapathConfig, FlowInfo, MonotonicClock,
     Primitives, Transport, UnixTransport,
 };
+use ccp_datapath::stats;
 use portus::ipc::Ipc;
 use portus::lang::Scope;
 use portus::{CongAlg, DatapathInfo, DatapathTrait, Flow, Report};
@@ -298,8 +299,9 @@ fn fmt_us(ns: u64) -> String {
     format!("{}.{:02} µs", ns / 1_000, (ns % 1_000) / 10)
 }
 
-fn percentile(sorted: &[u64], per_mille: usize) -> u64 {
-    sorted[(sorted.len() - 1) * per_mille / 1_000]
+/// The nearest-rank `per_mille` quantile of sorted samples (0 for none).
+fn percentile(sorted: &[u64], per_mille: u32) -> u64 {
+    stats::percentile(sorted, per_mille).unwrap_or(0)
 }
 
 fn print_stats(name: &str, mut s: Vec<u64>) {

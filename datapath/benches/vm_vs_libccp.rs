@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ccp_datapath::runtime::{Clock, Datapath, ManualClock, MonotonicClock, Primitives};
+use ccp_datapath::stats;
 
 mod common;
 use common::{
@@ -159,9 +160,9 @@ fn ps_per_ack(ns: u64) -> u64 {
     ns * 1_000 / ACKS_PER_ROUND
 }
 
-fn percentile(sorted: &[u64], pct: usize) -> u64 {
-    let i = (sorted.len() - 1) * pct / 100;
-    sorted[i]
+/// The nearest-rank `per_mille` quantile of sorted samples (0 for none).
+fn percentile(sorted: &[u64], per_mille: u32) -> u64 {
+    stats::percentile(sorted, per_mille).unwrap_or(0)
 }
 
 /// `ps` as "12.345 ns".
@@ -273,15 +274,15 @@ fn main() -> BoxResult<()> {
     for (name, s) in names.iter().zip(&samples) {
         println!(
             "  {name}: {} [{}, {}]",
-            fmt_ns(percentile(s, 50)),
-            fmt_ns(percentile(s, 10)),
-            fmt_ns(percentile(s, 90)),
+            fmt_ns(percentile(s, 500)),
+            fmt_ns(percentile(s, 100)),
+            fmt_ns(percentile(s, 900)),
         );
     }
-    let lib = percentile(&samples[3], 50);
+    let lib = percentile(&samples[3], 500);
     println!("ratios of medians (ours / libccp; < 1 means ours is faster):");
     for (name, s) in names.iter().zip(&samples).take(3) {
-        println!("  {name}: {}", fmt_ratio(percentile(s, 50), lib));
+        println!("  {name}: {}", fmt_ratio(percentile(s, 500), lib));
     }
     drop(lib_conn);
     Ok(())

@@ -11,10 +11,12 @@
 //! for demos and tests.
 //!
 //! Layout (see `DESIGN.md` §2): `runtime/` is the protocol, VM and fallback; the simulator
-//! (`sim/`) and the eBPF kernel datapath (`kernel/`, Linux, feature `kernel`) are built on it.
+//! (`sim/`) and the eBPF kernel datapath (`kernel/`, Linux, feature `kernel`) are built on it;
+//! [`stats`] holds the one percentile rule every summary uses.
 
 pub mod agent;
 #[cfg(all(feature = "kernel", target_os = "linux"))]
 pub mod kernel;
 pub mod runtime;
 pub mod sim;
+pub mod stats;

@@ -26,10 +26,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ccp_datapath::kernel::{KernelBridge, KernelDatapath, percentile};
+use ccp_datapath::kernel::{KernelBridge, KernelDatapath};
 use ccp_datapath::runtime::{
     Clock, Datapath, DatapathConfig, MonotonicClock, Transport, UnixTransport,
 };
+use ccp_datapath::stats::percentile;
 use clap::Parser;
 use tracing::{info, warn};
 
@@ -92,6 +93,7 @@ fn summarize<T: Transport, C: Clock>(
     agent.sort_unstable();
     let s = bridge.stats();
     let k = bridge.kernel.stats().ok();
+    let us = |sorted: &[u64], per_mille| percentile(sorted, per_mille).unwrap_or(0) as f64 / 1e3;
     info!(
         records = s.records,
         acks = s.acks,
@@ -102,10 +104,10 @@ fn summarize<T: Transport, C: Clock>(
         fallback_acks = k.map_or(0, |k| k.fallback_acks),
         records_dropped = k.map_or(0, |k| k.records_dropped),
         loop_samples = latencies.len(),
-        loop_p50_us = percentile(&latencies, 50) as f64 / 1e3,
-        loop_p99_us = percentile(&latencies, 99) as f64 / 1e3,
-        ring_p50_us = percentile(&ring, 50) as f64 / 1e3,
-        agent_p50_us = percentile(&agent, 50) as f64 / 1e3,
+        loop_p50_us = us(&latencies, 500),
+        loop_p99_us = us(&latencies, 990),
+        ring_p50_us = us(&ring, 500),
+        agent_p50_us = us(&agent, 500),
         per_ack_ns = s.busy_ns / s.acks.max(1),
         "stopped"
     );

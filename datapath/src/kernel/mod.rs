@@ -354,16 +354,6 @@ impl KernelDatapath {
     }
 }
 
-/// Nearest-rank percentile (`pct` in 0..=100) of sorted values; the default (0) when empty.
-/// One rule for every latency and RTT summary of the kernel path (bridge, testbed, benches).
-pub fn percentile<T: Copy + Default>(sorted: &[T], pct: usize) -> T {
-    if sorted.is_empty() {
-        return T::default();
-    }
-    let rank = (sorted.len() * pct).div_ceil(100).max(1);
-    sorted.get(rank - 1).copied().unwrap_or_default()
-}
-
 /// `CLOCK_MONOTONIC` in ns, the clock of `bpf_ktime_get_ns()`.
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

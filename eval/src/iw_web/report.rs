@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use ccp_datapath::stats::percentile;
+
 use super::{FlowRun, IwWebResult, Policy};
 
 /// Statistics of one policy over every flow (or a subset).
@@ -28,15 +30,6 @@ pub struct Stats {
     pub loss: f64,
     /// Fraction of flows with at least one timeout.
     pub timeout_flows: f64,
-}
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
 }
 
 /// Statistics of the runs selected by `keep` (arrival index).
@@ -66,9 +59,9 @@ pub fn stats(res: &IwWebResult, runs: &[FlowRun], keep: impl Fn(usize) -> bool) 
     Stats {
         flows: n,
         mean_ms: rt.iter().sum::<f64>() / nf,
-        p50_ms: percentile(&rt, 0.5),
-        p80_ms: percentile(&rt, 0.8),
-        p99_ms: percentile(&rt, 0.99),
+        p50_ms: percentile(&rt, 500).unwrap_or(0.0),
+        p80_ms: percentile(&rt, 800).unwrap_or(0.0),
+        p99_ms: percentile(&rt, 990).unwrap_or(0.0),
         tput_mbps: tput / nf,
         rtt_ms: rtt / nf,
         loss: if sent == 0 {
@@ -511,18 +504,4 @@ pub fn write(res: &IwWebResult, out: &Path, runtime_s: f64) -> std::io::Result<(
     )?;
     std::fs::write(out.join("report.md"), markdown(res, runtime_s))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_use_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert!((percentile(&v, 0.5) - 50.0).abs() < 1e-9);
-        assert!((percentile(&v, 0.99) - 99.0).abs() < 1e-9);
-        assert!((percentile(&v, 1.0) - 100.0).abs() < 1e-9);
-        assert!(percentile(&[], 0.5).abs() < 1e-9);
-    }
 }

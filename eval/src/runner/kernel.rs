@@ -30,9 +30,10 @@ use ccp_datapath::kernel::testbed::{
     Amount, Bandwidth, FlowResult as KernelFlow, FlowSpec as KernelFlowSpec, LinkConfig, Testbed,
     TestbedConfig,
 };
-use ccp_datapath::kernel::{BridgeStats, KernelBridge, KernelDatapath, KernelStats, percentile};
+use ccp_datapath::kernel::{BridgeStats, KernelBridge, KernelDatapath, KernelStats};
 use ccp_datapath::runtime::{ChannelTransport, Datapath, DatapathConfig, MonotonicClock};
 use ccp_datapath::sim::{FlowResult, LinkRate, PathChange, Sample, Scheme};
+use ccp_datapath::stats::percentile;
 use tracing::info;
 
 use super::{Finished, Job, JobOutput, flow_specs, job_output, link_for, path_changes, swap_rows};
@@ -312,10 +313,10 @@ fn run_on_testbed(
             }
             let mut l = k.loop_ns;
             l.sort_unstable();
-            let p = |q: usize| percentile(&l, q);
+            let p = |per_mille: u32| percentile(&l, per_mille).unwrap_or_default();
             info!(condition = %cond.id, scheme = %job.scheme, acks = k.bridge.acks,
                 user_acks = k.kernel.user_acks, fallback_acks = k.kernel.fallback_acks,
-                loop_p50_us = p(50) as f64 / 1e3, loop_p99_us = p(99) as f64 / 1e3, "kernel run");
+                loop_p50_us = p(500) as f64 / 1e3, loop_p99_us = p(990) as f64 / 1e3, "kernel run");
             swap_rows(&selectors, scenario, cond, job)
         }
         None => Vec::new(),
