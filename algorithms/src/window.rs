@@ -285,6 +285,13 @@ impl<U: WindowUnit> WindowState<U> {
     }
 }
 
+impl WindowState<Segments> {
+    /// `w` segments within [2, max] ([`clamp`]).
+    pub(crate) fn clamp(&self, w: f64) -> f64 {
+        clamp(w, self.mss_bytes)
+    }
+}
+
 /// One flow of a window-based algorithm: the shared state and report path, and the rule `R`.
 #[derive(Debug, Clone)]
 pub struct WindowCore<R: WindowRule> {

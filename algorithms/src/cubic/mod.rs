@@ -27,11 +27,9 @@
 //! (the suite's floor), not 1. A handoff outside slow start starts a new epoch with
 //! `W_max = cwnd` (the convex, probing region).
 
-use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
-use crate::programs::{PER_RTT_URGENT, ProgramSpec};
-use crate::recovery::Recovery;
-use crate::rtt::RttEstimator;
-use crate::window;
+use crate::api::{Algorithm, AlgorithmConfig, FlowStart, Handoff};
+use crate::programs::ProgramSpec;
+use crate::window::{self, Segments, WindowCore, WindowRule, WindowState};
 
 #[cfg(test)]
 mod tests;
@@ -43,9 +41,6 @@ pub const BETA_CUBIC: f64 = 0.7;
 /// RFC 9438 §4.3: additive increase of the Reno-friendly estimate, `3 (1 - beta) / (1 + beta)`.
 pub const ALPHA_CUBIC: f64 = 3.0 * (1.0 - BETA_CUBIC) / (1.0 + BETA_CUBIC);
 pub use crate::window::MIN_CWND_SEGMENTS;
-
-/// Programs Cubic installs.
-static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
 
 /// Cubic's configuration and factory.
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +118,7 @@ impl AlgorithmConfig for CubicConfig {
     const NAME: &'static str = "cubic";
 
     fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
+        &window::PROGRAMS
     }
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
@@ -141,15 +136,13 @@ struct Epoch {
     w_max: f64,
 }
 
-/// Cubic's per-flow state.
+/// Cubic's per-flow state: the window core (in segments) with [`CubicRule`].
+pub type Cubic = WindowCore<CubicRule>;
+
+/// What Cubic adds to the window core: the epoch, `W_max` and the Reno-friendly estimate.
 #[derive(Debug, Clone)]
-pub struct Cubic {
+pub struct CubicRule {
     cfg: CubicConfig,
-    mss_bytes: u32,
-    /// Window, segments.
-    cwnd: f64,
-    /// Slow-start threshold, segments.
-    ssthresh: f64,
     /// `W_max` of the last reduction, segments (0: none yet).
     w_max: f64,
     /// Window just before the last reduction, segments.
@@ -157,97 +150,74 @@ pub struct Cubic {
     /// Reno-friendly estimate, segments.
     w_est: f64,
     epoch: Option<Epoch>,
-    recovery: Recovery,
-    last_loss_us: Option<u64>,
-    in_first_slow_start: bool,
-    rtt: RttEstimator,
-    delivery_rate_bytes_per_sec: u64,
-    now_us: u64,
 }
 
 impl Cubic {
     /// A new flow with the initial window of `start`.
     pub fn new(cfg: CubicConfig, start: &FlowStart) -> Self {
-        let mut c = Self {
+        let rule = CubicRule {
             cfg: cfg.sanitized(),
-            mss_bytes: start.mss_bytes.max(1),
-            cwnd: MIN_CWND_SEGMENTS,
-            ssthresh: f64::INFINITY,
             w_max: 0.0,
             cwnd_prior: 0.0,
             w_est: 0.0,
             epoch: None,
-            recovery: Recovery::default(),
-            last_loss_us: None,
-            in_first_slow_start: true,
-            rtt: RttEstimator::default(),
-            delivery_rate_bytes_per_sec: 0,
-            now_us: 0,
         };
-        c.adopt(&Handoff::flow_start(start));
-        c
-    }
-
-    /// Largest window, segments.
-    fn clamp(&self, w: f64) -> f64 {
-        window::clamp(w, self.mss_bytes)
-    }
-
-    fn segments(&self, bytes: u64) -> f64 {
-        window::segments(bytes, self.mss_bytes)
-    }
-
-    fn adopt(&mut self, h: &Handoff) {
-        self.now_us = h.now_us;
-        (self.cwnd, self.ssthresh) = window::adopt(h, self.mss_bytes);
-        self.in_first_slow_start = h.in_first_slow_start;
-        self.w_max = 0.0;
-        self.cwnd_prior = self.cwnd;
-        self.epoch = None;
-        self.recovery = Recovery::default();
-        self.last_loss_us = h.last_loss_us;
-        self.rtt = RttEstimator::from_handoff(h.srtt_us, h.min_rtt_us);
-        self.delivery_rate_bytes_per_sec = h.delivery_rate_bytes_per_sec;
+        WindowCore::with_rule(rule, start)
     }
 
     /// `K = cbrt((W_max - cwnd_epoch) / C)` (§4.2 eq. 2), seconds; 0 above `W_max`.
     pub fn k_seconds(&self, w_max: f64, cwnd_epoch: f64) -> f64 {
-        ((w_max - cwnd_epoch).max(0.0) / self.cfg.c).cbrt()
+        self.rule.k_seconds(w_max, cwnd_epoch)
     }
 
     /// `W_cubic(t) = C (t - K)^3 + W_max` (§4.2 eq. 1), segments.
     pub fn w_cubic(&self, t_s: f64, k_s: f64, w_max: f64) -> f64 {
+        self.rule.w_cubic(t_s, k_s, w_max)
+    }
+
+    /// `W_max` of the current epoch, segments.
+    pub fn w_max_segments(&self) -> f64 {
+        self.rule.w_max
+    }
+}
+
+impl CubicRule {
+    fn k_seconds(&self, w_max: f64, cwnd_epoch: f64) -> f64 {
+        ((w_max - cwnd_epoch).max(0.0) / self.cfg.c).cbrt()
+    }
+
+    fn w_cubic(&self, t_s: f64, k_s: f64, w_max: f64) -> f64 {
         self.cfg.c * (t_s - k_s).powi(3) + w_max
     }
 
     /// Starts an epoch at `now_us` from the current window (§4.2).
-    fn start_epoch(&mut self, now_us: u64) {
-        if self.cwnd >= self.w_max {
-            self.w_max = self.cwnd;
+    fn start_epoch(&mut self, w: &WindowState<Segments>, now_us: u64) {
+        if w.cwnd >= self.w_max {
+            self.w_max = w.cwnd;
         }
         self.epoch = Some(Epoch {
             start_us: now_us,
-            k_s: self.k_seconds(self.w_max, self.cwnd),
+            k_s: self.k_seconds(self.w_max, w.cwnd),
             w_max: self.w_max,
         });
-        self.w_est = self.cwnd;
+        self.w_est = w.cwnd;
     }
 
     /// Congestion avoidance for `acked` segments at `now_us` (§4.2, §4.3).
-    fn avoid(&mut self, acked: f64, now_us: u64) {
+    fn avoid(&mut self, w: &mut WindowState<Segments>, acked: f64, now_us: u64) {
         if self.epoch.is_none() {
-            self.start_epoch(now_us);
+            self.start_epoch(w, now_us);
         }
         let Some(e) = self.epoch else {
             return;
         };
         let t_s = now_us.saturating_sub(e.start_us) as f64 / 1e6;
-        let rtt_s = self.rtt.srtt_us() as f64 / 1e6;
-        let share = (acked / self.cwnd).min(1.0);
+        let rtt_s = w.rtt.srtt_us() as f64 / 1e6;
+        let share = (acked / w.cwnd).min(1.0);
         let target = self
             .w_cubic(t_s + rtt_s, e.k_s, e.w_max)
-            .clamp(self.cwnd, 1.5 * self.cwnd);
-        let mut next = self.cwnd + (target - self.cwnd) * share;
+            .clamp(w.cwnd, 1.5 * w.cwnd);
+        let mut next = w.cwnd + (target - w.cwnd) * share;
         if self.cfg.reno_friendly {
             // §4.3: alpha_cubic until W_est reaches the window before the last reduction.
             let alpha = if self.w_est >= self.cwnd_prior {
@@ -260,125 +230,49 @@ impl Cubic {
                 next = next.max(self.w_est);
             }
         }
-        self.cwnd = self.clamp(next);
-    }
-
-    /// The §4.6/§4.7 reduction shared by loss and timeout: returns the new `ssthresh`.
-    fn reduce(&mut self, now_us: u64) -> f64 {
-        self.last_loss_us = Some(now_us);
-        self.in_first_slow_start = false;
-        self.cwnd_prior = self.cwnd;
-        self.w_max = if self.cfg.fast_convergence && self.cwnd < self.w_max {
-            self.cwnd * (1.0 + self.cfg.beta) / 2.0
-        } else {
-            self.cwnd
-        };
-        self.ssthresh = self.clamp(self.cwnd * self.cfg.beta);
-        self.ssthresh
-    }
-
-    /// A loss at `now_us`: one reduction per recovery (§4.6, §4.7).
-    pub fn on_loss(&mut self, now_us: u64) {
-        if self.recovery.active(now_us) {
-            self.last_loss_us = Some(now_us);
-            return;
-        }
-        let window_bytes = (self.cwnd * f64::from(self.mss_bytes)) as u64;
-        self.cwnd = self.reduce(now_us);
-        self.recovery
-            .enter(now_us, self.rtt.srtt_us(), window_bytes);
-        self.start_epoch(now_us);
-    }
-
-    /// A retransmission timeout at `now_us` (§4.8): back to the loss window and slow start.
-    pub fn on_timeout(&mut self, now_us: u64) {
-        self.reduce(now_us);
-        self.cwnd = MIN_CWND_SEGMENTS;
-        self.epoch = None;
-        self.recovery.clear();
-    }
-
-    /// Window, segments.
-    pub fn cwnd_segments(&self) -> f64 {
-        self.cwnd
-    }
-
-    /// Slow-start threshold, segments (infinite before the first reduction).
-    pub fn ssthresh_segments(&self) -> f64 {
-        self.ssthresh
-    }
-
-    /// `W_max` of the current epoch, segments.
-    pub fn w_max_segments(&self) -> f64 {
-        self.w_max
-    }
-
-    fn cwnd_u32(&self) -> u32 {
-        window::bytes(self.cwnd, self.mss_bytes)
+        w.cwnd = w.clamp(next);
     }
 }
 
-impl Algorithm for Cubic {
-    fn name(&self) -> &'static str {
-        CubicConfig::NAME
+impl WindowRule for CubicRule {
+    type Unit = Segments;
+
+    const NAME: &'static str = CubicConfig::NAME;
+
+    fn adopt(&mut self, w: &WindowState<Segments>, _h: &Handoff) {
+        self.w_max = 0.0;
+        self.cwnd_prior = w.cwnd;
+        self.epoch = None;
     }
 
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
-    }
-
-    fn activate(&mut self, handoff: &Handoff) -> Control {
-        self.adopt(handoff);
-        Control::cwnd(self.cwnd_u32())
-            .with_pacing(Pacing::Unpaced)
-            .with_program(&PER_RTT_URGENT)
-    }
-
-    fn on_report(&mut self, m: &Measurement) -> Control {
-        let now = self.now_us.max(m.now_us);
-        self.now_us = now;
-        self.rtt.on_sample(m.rtt_us, m.min_rtt_us);
-        if m.rate_incoming_bytes_per_sec > 0 {
-            self.delivery_rate_bytes_per_sec = m.rate_incoming_bytes_per_sec;
-        }
-        let in_recovery = self.recovery.holding(now);
-        self.recovery.on_acked(m.acked_bytes);
-        let mut acked = self.segments(m.acked_bytes);
-        if !in_recovery && acked > 0.0 {
-            if self.cwnd < self.ssthresh {
-                // Slow start (RFC 5681 §3.1); the excess over ssthresh goes to avoidance.
-                let grow = acked.min(self.ssthresh - self.cwnd);
-                self.cwnd = self.clamp(self.cwnd + grow);
-                acked -= grow;
-            }
-            if acked > 0.0 && self.cwnd >= self.ssthresh {
-                self.avoid(acked, now);
-            }
-        }
-        if m.timeout {
-            self.on_timeout(now);
-        } else if m.lost_pkts > 0 {
-            self.on_loss(now);
-        }
-        Control::cwnd(self.cwnd_u32())
-    }
-
-    fn handoff(&self) -> Handoff {
-        let ssthresh_bytes = window::ssthresh_to_bytes(self.ssthresh, self.mss_bytes);
-        Handoff {
-            now_us: self.now_us,
-            cwnd_bytes: self.cwnd_u32(),
-            ssthresh_bytes,
-            pacing: Pacing::Unpaced,
-            srtt_us: self.rtt.srtt_us(),
-            min_rtt_us: self.rtt.min_rtt_us(),
-            delivery_rate_bytes_per_sec: self.delivery_rate_bytes_per_sec,
-            last_loss_us: self.last_loss_us,
-            in_first_slow_start: self.in_first_slow_start,
+    fn on_ack_in_avoidance(&mut self, w: &mut WindowState<Segments>, acked: f64, now_us: u64) {
+        // Slow start may stop short of `ssthresh` (at the largest window, or a rounding step
+        // below it); the epoch begins at `ssthresh` only.
+        if w.cwnd >= w.ssthresh {
+            self.avoid(w, acked, now_us);
         }
     }
 
-    fn cwnd_bytes(&self) -> u32 {
-        self.cwnd_u32()
+    /// The §4.6/§4.7 reduction, on a loss and a timeout: `W_max` (with fast convergence) and
+    /// `ssthresh = beta * cwnd`.
+    fn ssthresh_on_congestion(&mut self, w: &WindowState<Segments>) -> f64 {
+        self.cwnd_prior = w.cwnd;
+        self.w_max = if self.cfg.fast_convergence && w.cwnd < self.w_max {
+            w.cwnd * (1.0 + self.cfg.beta) / 2.0
+        } else {
+            w.cwnd
+        };
+        w.clamp(w.cwnd * self.cfg.beta)
+    }
+
+    /// `cwnd = ssthresh` and a new epoch from there (§4.6).
+    fn on_recovery_start(&mut self, w: &mut WindowState<Segments>, now_us: u64) {
+        w.cwnd = w.ssthresh;
+        self.start_epoch(w, now_us);
+    }
+
+    /// §4.8: the epoch restarts when avoidance resumes.
+    fn on_timeout(&mut self, _w: &mut WindowState<Segments>) {
+        self.epoch = None;
     }
 }

@@ -1,6 +1,7 @@
 //! Unit tests of each RFC 9438 step.
 
 use super::*;
+use crate::api::{Measurement, Pacing};
 
 const MSS: u32 = 1000;
 
@@ -59,7 +60,7 @@ fn the_curve_is_concave_then_convex_around_w_max() {
 fn loss_multiplies_by_beta_and_starts_an_epoch() {
     // §4.6: ssthresh = cwnd = 0.7 cwnd; W_max = cwnd at the first loss.
     let mut c = cubic();
-    c.cwnd = 100.0;
+    c.state.cwnd = 100.0;
     c.on_report(&Measurement {
         lost_pkts: 1,
         ..report(1_000_000, 0)
@@ -67,7 +68,7 @@ fn loss_multiplies_by_beta_and_starts_an_epoch() {
     assert!(close(c.cwnd_segments(), 70.0, 1e-9));
     assert!(close(c.ssthresh_segments(), 70.0, 1e-9));
     assert!(close(c.w_max_segments(), 100.0, 1e-9));
-    let e = c.epoch.unwrap();
+    let e = c.rule.epoch.unwrap();
     assert_eq!(e.start_us, 1_000_000);
     assert!(close(e.k_s, (30.0_f64 / 0.4).cbrt(), 1e-12));
 }
@@ -76,10 +77,10 @@ fn loss_multiplies_by_beta_and_starts_an_epoch() {
 fn fast_convergence_lowers_w_max_when_losses_come_earlier() {
     // §4.7: a loss below the previous W_max sets W_max = cwnd (1 + beta) / 2.
     let mut c = cubic();
-    c.cwnd = 100.0;
+    c.state.cwnd = 100.0;
     c.on_loss(1_000_000);
-    c.recovery.clear();
-    c.cwnd = 90.0;
+    c.state.recovery.clear();
+    c.state.cwnd = 90.0;
     c.on_loss(5_000_000);
     assert!(close(c.w_max_segments(), 90.0 * 0.85, 1e-9));
     let mut no_fc = Cubic::new(
@@ -91,10 +92,10 @@ fn fast_convergence_lowers_w_max_when_losses_come_earlier() {
             seed: 0,
         },
     );
-    no_fc.cwnd = 100.0;
+    no_fc.state.cwnd = 100.0;
     no_fc.on_loss(1_000_000);
-    no_fc.recovery.clear();
-    no_fc.cwnd = 90.0;
+    no_fc.state.recovery.clear();
+    no_fc.state.cwnd = 90.0;
     no_fc.on_loss(5_000_000);
     assert!(close(no_fc.w_max_segments(), 90.0, 1e-9));
 }
@@ -103,7 +104,7 @@ fn fast_convergence_lowers_w_max_when_losses_come_earlier() {
 fn a_second_loss_within_one_rtt_is_the_same_congestion_event() {
     let mut c = cubic();
     c.on_report(&report(0, 0));
-    c.cwnd = 100.0;
+    c.state.cwnd = 100.0;
     c.on_loss(1_000_000);
     c.on_loss(1_050_000);
     assert!(close(c.cwnd_segments(), 70.0, 1e-9));
@@ -131,10 +132,10 @@ fn avoidance_moves_towards_w_cubic_one_rtt_ahead() {
     // §4.2: target = W_cubic(t + RTT), cwnd += (target - cwnd) * acked / cwnd.
     let mut c = cubic();
     c.on_report(&report(0, 0));
-    c.cwnd = 100.0;
+    c.state.cwnd = 100.0;
     c.on_loss(0);
-    c.recovery.clear();
-    let k = c.epoch.unwrap().k_s;
+    c.state.recovery.clear();
+    let k = c.rule.epoch.unwrap().k_s;
     // Half a window acked, 1 s into the epoch, RTT 100 ms.
     c.on_report(&report(1_000_000, 35));
     let target = c.w_cubic(1.1, k, 100.0);
@@ -151,9 +152,9 @@ fn the_target_is_clamped_to_one_and_a_half_windows() {
     // §4.2: target within [cwnd, 1.5 cwnd].
     let mut c = cubic();
     c.on_report(&report(0, 0));
-    c.cwnd = 100.0;
+    c.state.cwnd = 100.0;
     c.on_loss(0);
-    c.recovery.clear();
+    c.state.recovery.clear();
     // 60 s later W_cubic is far above 1.5 cwnd.
     c.on_report(&report(60_000_000, 70));
     assert!(close(c.cwnd_segments(), 105.0, 1e-9));
@@ -164,19 +165,19 @@ fn the_reno_friendly_estimate_takes_over_when_cubic_is_slower() {
     // §4.3: W_est += alpha_cubic * acked / cwnd; cwnd = W_est when W_cubic(t) < W_est.
     let mut c = cubic();
     c.on_report(&report(0, 0));
-    c.cwnd = 10.0;
+    c.state.cwnd = 10.0;
     c.on_loss(0);
-    c.recovery.clear();
+    c.state.recovery.clear();
     // Tiny window: K = cbrt(3 / 0.4) ~ 1.96 s, the cubic curve is nearly flat; W_est wins.
     let w0 = c.cwnd_segments();
     for i in 1..=20 {
         c.on_report(&report(i * 100_000, 7));
     }
-    let k = c.epoch.unwrap().k_s;
+    let k = c.rule.epoch.unwrap().k_s;
     let cubic_now = c.w_cubic(2.0, k, 10.0);
     assert!(close(ALPHA_CUBIC, 3.0 * 0.3 / 1.7, 1e-12));
-    assert!(c.w_est > w0 + 19.0 * ALPHA_CUBIC * 0.9);
-    assert!(c.cwnd_segments() >= c.w_est - 1e-9);
+    assert!(c.rule.w_est > w0 + 19.0 * ALPHA_CUBIC * 0.9);
+    assert!(c.cwnd_segments() >= c.rule.w_est - 1e-9);
     assert!(c.cwnd_segments() > cubic_now);
 }
 
@@ -185,19 +186,20 @@ fn the_reno_friendly_increase_becomes_one_past_the_prior_window() {
     // §4.3: alpha_cubic = 1 once W_est >= cwnd_prior.
     let mut c = cubic();
     c.on_report(&report(0, 0));
-    c.cwnd = 10.0;
+    c.state.cwnd = 10.0;
     c.on_loss(0);
-    c.w_est = 10.0;
-    let before = c.w_est;
-    c.avoid(c.cwnd, 1_000_000);
-    assert!(close(c.w_est - before, 1.0, 1e-9));
+    c.rule.w_est = 10.0;
+    let before = c.rule.w_est;
+    let cwnd = c.state.cwnd;
+    c.rule.avoid(&mut c.state, cwnd, 1_000_000);
+    assert!(close(c.rule.w_est - before, 1.0, 1e-9));
 }
 
 #[test]
 fn timeout_goes_back_to_slow_start_from_the_loss_window() {
     // §4.8.
     let mut c = cubic();
-    c.cwnd = 100.0;
+    c.state.cwnd = 100.0;
     c.on_report(&Measurement {
         timeout: true,
         ..report(1_000_000, 0)
