@@ -32,11 +32,9 @@
 //! timer is the datapath's business. A handoff carries its min RTT into `BaseRTT`; outside
 //! slow start the flow continues in avoidance at the handed-over window.
 
-use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
-use crate::programs::{PER_RTT_URGENT, ProgramSpec};
-use crate::recovery::Recovery;
-use crate::rtt::RttEstimator;
-use crate::window;
+use crate::api::{Algorithm, AlgorithmConfig, FlowStart, Handoff, Measurement};
+use crate::programs::ProgramSpec;
+use crate::window::{self, Segments, WindowCore, WindowRule, WindowState};
 
 /// Linux `tcp_vegas` `alpha`: fewest packets kept queued, packets.
 pub const ALPHA_PKTS: f64 = 2.0;
@@ -45,9 +43,6 @@ pub const BETA_PKTS: f64 = 4.0;
 /// Linux `tcp_vegas` `gamma`: slow-start exit threshold, packets (§3.3 of the paper).
 pub const GAMMA_PKTS: f64 = 1.0;
 pub use crate::window::MIN_CWND_SEGMENTS;
-
-/// Programs Vegas installs.
-static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
 
 /// Vegas's configuration and factory.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +117,7 @@ impl AlgorithmConfig for VegasConfig {
     const NAME: &'static str = "vegas";
 
     fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
+        &window::PROGRAMS
     }
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
@@ -146,15 +141,13 @@ pub fn target_cwnd(cwnd: f64, rtt_us: u64, base_rtt_us: u64) -> f64 {
     cwnd * base_rtt_us as f64 / rtt_us as f64
 }
 
-/// Vegas's per-flow state.
+/// Vegas's per-flow state: the window core (in segments) with [`VegasRule`].
+pub type Vegas = WindowCore<VegasRule>;
+
+/// What Vegas adds to the window core: `BaseRTT` and the per-RTT period.
 #[derive(Debug, Clone)]
-pub struct Vegas {
+pub struct VegasRule {
     cfg: VegasConfig,
-    mss_bytes: u32,
-    /// Window, segments.
-    cwnd: f64,
-    /// Slow-start threshold, segments.
-    ssthresh: f64,
     /// Smallest RTT of the flow, µs (0: none yet).
     base_rtt_us: u64,
     /// Start of the current per-RTT period, µs.
@@ -165,61 +158,34 @@ pub struct Vegas {
     last_rtt_us: u64,
     /// Bytes acknowledged in the current period.
     period_acked_bytes: u64,
-    recovery: Recovery,
-    last_loss_us: Option<u64>,
-    in_first_slow_start: bool,
-    rtt: RttEstimator,
-    delivery_rate_bytes_per_sec: u64,
-    now_us: u64,
 }
 
 impl Vegas {
     /// A new flow with the initial window of `start`.
     pub fn new(cfg: VegasConfig, start: &FlowStart) -> Self {
-        let mut v = Self {
+        let rule = VegasRule {
             cfg: cfg.sanitized(),
-            mss_bytes: start.mss_bytes.max(1),
-            cwnd: MIN_CWND_SEGMENTS,
-            ssthresh: f64::INFINITY,
             base_rtt_us: 0,
             period_start_us: 0,
             period_min_rtt_us: 0,
             last_rtt_us: 0,
             period_acked_bytes: 0,
-            recovery: Recovery::default(),
-            last_loss_us: None,
-            in_first_slow_start: true,
-            rtt: RttEstimator::default(),
-            delivery_rate_bytes_per_sec: 0,
-            now_us: 0,
         };
-        v.adopt(&Handoff::flow_start(start));
-        v
+        WindowCore::with_rule(rule, start)
     }
 
-    fn clamp(&self, w: f64) -> f64 {
-        window::clamp(w, self.mss_bytes)
+    /// The avoidance window after a period with this `diff` (§3.2).
+    pub fn avoidance_step(&self, diff: f64) -> f64 {
+        self.rule.avoidance_step(self.state.cwnd, diff)
     }
 
-    fn segments(&self, bytes: u64) -> f64 {
-        window::segments(bytes, self.mss_bytes)
+    /// `BaseRTT`, µs (0: none yet).
+    pub fn base_rtt_us(&self) -> u64 {
+        self.rule.base_rtt_us
     }
+}
 
-    fn adopt(&mut self, h: &Handoff) {
-        self.now_us = h.now_us;
-        (self.cwnd, self.ssthresh) = window::adopt(h, self.mss_bytes);
-        self.in_first_slow_start = h.in_first_slow_start;
-        self.base_rtt_us = h.min_rtt_us;
-        self.period_start_us = h.now_us;
-        self.period_min_rtt_us = 0;
-        self.last_rtt_us = 0;
-        self.period_acked_bytes = 0;
-        self.recovery = Recovery::default();
-        self.last_loss_us = h.last_loss_us;
-        self.rtt = RttEstimator::from_handoff(h.srtt_us, h.min_rtt_us);
-        self.delivery_rate_bytes_per_sec = h.delivery_rate_bytes_per_sec;
-    }
-
+impl VegasRule {
     /// Takes an RTT sample into `BaseRTT` and the period's minimum.
     fn on_rtt_sample(&mut self, rtt_us: u64) {
         if rtt_us == 0 {
@@ -235,7 +201,7 @@ impl Vegas {
 
     /// Ends the per-RTT period at `now_us` if one `BaseRTT` has passed: the period's `diff`
     /// and `Actual * BaseRTT` (segments acknowledged per `BaseRTT` over the period).
-    fn end_of_period(&mut self, now_us: u64) -> Option<(f64, f64)> {
+    fn end_of_period(&mut self, w: &WindowState<Segments>, now_us: u64) -> Option<(f64, f64)> {
         if self.base_rtt_us == 0 || self.period_min_rtt_us == 0 {
             return None;
         }
@@ -245,119 +211,39 @@ impl Vegas {
         }
         let rtt = self.period_min_rtt_us;
         let actual_window =
-            self.segments(self.period_acked_bytes) * self.base_rtt_us as f64 / elapsed_us as f64;
+            w.segments(self.period_acked_bytes) * self.base_rtt_us as f64 / elapsed_us as f64;
         self.period_start_us = now_us;
         self.period_min_rtt_us = 0;
         self.period_acked_bytes = 0;
-        Some((diff_pkts(self.cwnd, rtt, self.base_rtt_us), actual_window))
+        Some((diff_pkts(w.cwnd, rtt, self.base_rtt_us), actual_window))
     }
 
-    /// Growth for `acked` segments at `now_us`: slow start with the `gamma` exit, or the
-    /// once-per-RTT `alpha`/`beta` step (§3.2, §3.3).
-    fn on_acked(&mut self, acked: f64, now_us: u64) {
-        let period = self.end_of_period(now_us);
-        if self.cwnd < self.ssthresh {
-            // The round's latest sample: the period minimum lags a doubling round behind.
-            let rtt = self.last_rtt_us;
-            if let Some((_, actual_window)) = period
-                && diff_pkts(self.cwnd, rtt, self.base_rtt_us) > self.cfg.gamma_pkts
-            {
-                // §3.3: leave slow start at the window that empties the queue, plus one; the
-                // rate actually delivered bounds it too (the window doubled since the sample).
-                let mut target = target_cwnd(self.cwnd, rtt, self.base_rtt_us);
-                if actual_window > 0.0 {
-                    target = target.min(actual_window);
-                }
-                self.cwnd = self.clamp(self.cwnd.min(target + 1.0));
-                self.ssthresh = self.ssthresh.min(self.cwnd - 1.0);
-                self.in_first_slow_start = false;
-                return;
-            }
-            self.cwnd = self.clamp((self.cwnd + acked).min(self.ssthresh.max(self.cwnd)));
-            return;
-        }
-        if let Some((diff, _)) = period {
-            self.cwnd = self.clamp(self.avoidance_step(diff));
-            if diff > self.cfg.beta_pkts {
-                self.ssthresh = self.ssthresh.min(self.cwnd - 1.0);
-            }
-        }
-    }
-
-    /// The avoidance window after a period with this `diff` (§3.2).
-    pub fn avoidance_step(&self, diff: f64) -> f64 {
+    /// The avoidance window from `cwnd` after a period with this `diff` (§3.2).
+    fn avoidance_step(&self, cwnd: f64, diff: f64) -> f64 {
         if diff > self.cfg.beta_pkts {
-            self.cwnd - 1.0
+            cwnd - 1.0
         } else if diff < self.cfg.alpha_pkts {
-            self.cwnd + 1.0
+            cwnd + 1.0
         } else {
-            self.cwnd
+            cwnd
         }
-    }
-
-    /// A loss at `now_us`: Reno's halving, once per recovery.
-    pub fn on_loss(&mut self, now_us: u64) {
-        self.last_loss_us = Some(now_us);
-        if self.recovery.active(now_us) {
-            return;
-        }
-        self.in_first_slow_start = false;
-        let window_bytes = (self.cwnd * f64::from(self.mss_bytes)) as u64;
-        self.ssthresh = self.clamp(self.cwnd / 2.0);
-        self.cwnd = self.ssthresh;
-        self.recovery
-            .enter(now_us, self.rtt.srtt_us(), window_bytes);
-    }
-
-    /// A retransmission timeout at `now_us`: back to the loss window and slow start.
-    pub fn on_timeout(&mut self, now_us: u64) {
-        self.last_loss_us = Some(now_us);
-        self.in_first_slow_start = false;
-        self.ssthresh = self.clamp(self.cwnd / 2.0);
-        self.cwnd = MIN_CWND_SEGMENTS;
-        self.recovery.clear();
-    }
-
-    /// Window, segments.
-    pub fn cwnd_segments(&self) -> f64 {
-        self.cwnd
-    }
-
-    /// Slow-start threshold, segments (infinite before slow start ends).
-    pub fn ssthresh_segments(&self) -> f64 {
-        self.ssthresh
-    }
-
-    /// `BaseRTT`, µs (0: none yet).
-    pub fn base_rtt_us(&self) -> u64 {
-        self.base_rtt_us
-    }
-
-    fn cwnd_u32(&self) -> u32 {
-        window::bytes(self.cwnd, self.mss_bytes)
     }
 }
 
-impl Algorithm for Vegas {
-    fn name(&self) -> &'static str {
-        VegasConfig::NAME
+impl WindowRule for VegasRule {
+    type Unit = Segments;
+
+    const NAME: &'static str = VegasConfig::NAME;
+
+    fn adopt(&mut self, _w: &WindowState<Segments>, h: &Handoff) {
+        self.base_rtt_us = h.min_rtt_us;
+        self.period_start_us = h.now_us;
+        self.period_min_rtt_us = 0;
+        self.last_rtt_us = 0;
+        self.period_acked_bytes = 0;
     }
 
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
-    }
-
-    fn activate(&mut self, handoff: &Handoff) -> Control {
-        self.adopt(handoff);
-        Control::cwnd(self.cwnd_u32())
-            .with_pacing(Pacing::Unpaced)
-            .with_program(&PER_RTT_URGENT)
-    }
-
-    fn on_report(&mut self, m: &Measurement) -> Control {
-        let now = self.now_us.max(m.now_us);
-        self.now_us = now;
-        self.rtt.on_sample(m.rtt_us, m.min_rtt_us);
+    fn on_measurement(&mut self, _w: &WindowState<Segments>, m: &Measurement) {
         if m.rtt_us > 0 {
             self.last_rtt_us = m.rtt_us;
         }
@@ -366,46 +252,61 @@ impl Algorithm for Vegas {
         } else {
             m.rtt_us
         });
-        if m.rate_incoming_bytes_per_sec > 0 {
-            self.delivery_rate_bytes_per_sec = m.rate_incoming_bytes_per_sec;
-        }
         self.period_acked_bytes = self.period_acked_bytes.saturating_add(m.acked_bytes);
-        let in_recovery = self.recovery.holding(now);
-        self.recovery.on_acked(m.acked_bytes);
-        if !in_recovery && !m.congestion() {
-            self.on_acked(self.segments(m.acked_bytes), now);
-        }
-        if m.timeout {
-            self.on_timeout(now);
-        } else if m.lost_pkts > 0 {
-            self.on_loss(now);
-        }
-        Control::cwnd(self.cwnd_u32())
     }
 
-    fn handoff(&self) -> Handoff {
-        let ssthresh_bytes = window::ssthresh_to_bytes(self.ssthresh, self.mss_bytes);
-        Handoff {
-            now_us: self.now_us,
-            cwnd_bytes: self.cwnd_u32(),
-            ssthresh_bytes,
-            pacing: Pacing::Unpaced,
-            srtt_us: self.rtt.srtt_us(),
-            min_rtt_us: self.base_rtt_us,
-            delivery_rate_bytes_per_sec: self.delivery_rate_bytes_per_sec,
-            last_loss_us: self.last_loss_us,
-            in_first_slow_start: self.in_first_slow_start,
+    /// A report with a loss or a timeout does not grow the window.
+    fn grows_on(&self, m: &Measurement) -> bool {
+        !m.congestion()
+    }
+
+    /// Slow start with the `gamma` exit, or the once-per-RTT `alpha`/`beta` step (§3.2, §3.3).
+    fn on_ack(&mut self, w: &mut WindowState<Segments>, acked_bytes: u64, now_us: u64) {
+        let acked = w.segments(acked_bytes);
+        let period = self.end_of_period(w, now_us);
+        if w.cwnd < w.ssthresh {
+            // The round's latest sample: the period minimum lags a doubling round behind.
+            let rtt = self.last_rtt_us;
+            if let Some((_, actual_window)) = period
+                && diff_pkts(w.cwnd, rtt, self.base_rtt_us) > self.cfg.gamma_pkts
+            {
+                // §3.3: leave slow start at the window that empties the queue, plus one; the
+                // rate actually delivered bounds it too (the window doubled since the sample).
+                let mut target = target_cwnd(w.cwnd, rtt, self.base_rtt_us);
+                if actual_window > 0.0 {
+                    target = target.min(actual_window);
+                }
+                w.cwnd = w.clamp(w.cwnd.min(target + 1.0));
+                w.ssthresh = w.ssthresh.min(w.cwnd - 1.0);
+                w.in_first_slow_start = false;
+                return;
+            }
+            w.cwnd = w.clamp((w.cwnd + acked).min(w.ssthresh.max(w.cwnd)));
+            return;
+        }
+        if let Some((diff, _)) = period {
+            w.cwnd = w.clamp(self.avoidance_step(w.cwnd, diff));
+            if diff > self.cfg.beta_pkts {
+                w.ssthresh = w.ssthresh.min(w.cwnd - 1.0);
+            }
         }
     }
 
-    fn cwnd_bytes(&self) -> u32 {
-        self.cwnd_u32()
+    /// Reno's halving (Linux's `tcp_reno_ssthresh`), on a loss and a timeout.
+    fn ssthresh_on_congestion(&mut self, w: &WindowState<Segments>) -> f64 {
+        w.clamp(w.cwnd / 2.0)
+    }
+
+    /// The handoff's min RTT is `BaseRTT`.
+    fn handoff(&self, _w: &WindowState<Segments>, h: &mut Handoff) {
+        h.min_rtt_us = self.base_rtt_us;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Pacing;
 
     const MSS: u32 = 1000;
 
@@ -478,9 +379,9 @@ mod tests {
     fn avoidance_adds_one_below_alpha_removes_one_above_beta_and_holds_between() {
         // §3.2: one packet per RTT.
         let mut v = vegas(30);
-        v.ssthresh = 10.0;
-        v.base_rtt_us = 50_000;
-        v.period_start_us = 50_000;
+        v.state.ssthresh = 10.0;
+        v.rule.base_rtt_us = 50_000;
+        v.rule.period_start_us = 50_000;
         // diff = 30 * 1 / 51 = 0.6 < alpha.
         v.on_report(&report(101_000, 30_000, 51_000));
         assert!((v.cwnd_segments() - 31.0).abs() < 1e-9);
@@ -495,9 +396,9 @@ mod tests {
     #[test]
     fn the_step_runs_once_per_rtt() {
         let mut v = vegas(30);
-        v.ssthresh = 10.0;
-        v.base_rtt_us = 50_000;
-        v.period_start_us = 50_000;
+        v.state.ssthresh = 10.0;
+        v.rule.base_rtt_us = 50_000;
+        v.rule.period_start_us = 50_000;
         v.on_report(&report(101_000, 30_000, 51_000));
         v.on_report(&report(120_000, 5_000, 51_000));
         assert!(

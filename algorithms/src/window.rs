@@ -290,6 +290,11 @@ impl WindowState<Segments> {
     pub(crate) fn clamp(&self, w: f64) -> f64 {
         clamp(w, self.mss_bytes)
     }
+
+    /// Bytes as fractional segments.
+    pub(crate) fn segments(&self, bytes: u64) -> f64 {
+        segments(bytes, self.mss_bytes)
+    }
 }
 
 /// One flow of a window-based algorithm: the shared state and report path, and the rule `R`.
