@@ -28,18 +28,13 @@
 //! follows the paper (and ns-2) and only lowers it. `RTTmin` is the flow's minimum RTT. A
 //! handoff seeds `BWE` from its delivery-rate estimate.
 
-use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
-use crate::programs::{PER_RTT_URGENT, ProgramSpec};
-use crate::recovery::Recovery;
-use crate::rtt::RttEstimator;
-use crate::window;
+use crate::api::{Algorithm, AlgorithmConfig, FlowStart, Handoff, Measurement};
+use crate::programs::ProgramSpec;
+use crate::window::{self, Segments, WindowCore, WindowRule, WindowState};
 
 /// Linux `TCP_WESTWOOD_RTT_MIN`: shortest bandwidth sampling interval, µs.
 pub const MIN_SAMPLE_INTERVAL_US: u64 = 50_000;
 pub use crate::window::MIN_CWND_SEGMENTS;
-
-/// Programs Westwood+ installs.
-static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
 
 /// Westwood+'s configuration and factory.
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +64,7 @@ impl AlgorithmConfig for WestwoodConfig {
     const NAME: &'static str = "westwood";
 
     fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
+        &window::PROGRAMS
     }
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
@@ -136,207 +131,95 @@ impl BandwidthEstimator {
     }
 }
 
-/// Westwood+'s per-flow state.
+/// Westwood+'s per-flow state: the window core (in segments) with [`WestwoodRule`].
+pub type Westwood = WindowCore<WestwoodRule>;
+
+/// What Westwood+ adds to the window core: the bandwidth estimate behind `ssthresh`.
 #[derive(Debug, Clone)]
-pub struct Westwood {
+pub struct WestwoodRule {
     cfg: WestwoodConfig,
-    mss_bytes: u32,
-    /// Window, segments.
-    cwnd: f64,
-    /// Slow-start threshold, segments.
-    ssthresh: f64,
     bw: BandwidthEstimator,
-    recovery: Recovery,
-    last_loss_us: Option<u64>,
-    in_first_slow_start: bool,
-    rtt: RttEstimator,
-    delivery_rate_bytes_per_sec: u64,
-    now_us: u64,
 }
 
 impl Westwood {
     /// A new flow with the initial window of `start`.
     pub fn new(cfg: WestwoodConfig, start: &FlowStart) -> Self {
-        let mut w = Self {
+        let rule = WestwoodRule {
             cfg,
-            mss_bytes: start.mss_bytes.max(1),
-            cwnd: MIN_CWND_SEGMENTS,
-            ssthresh: f64::INFINITY,
             bw: BandwidthEstimator::default(),
-            recovery: Recovery::default(),
-            last_loss_us: None,
-            in_first_slow_start: true,
-            rtt: RttEstimator::default(),
-            delivery_rate_bytes_per_sec: 0,
-            now_us: 0,
         };
-        w.adopt(&Handoff::flow_start(start));
-        w
-    }
-
-    fn clamp(&self, w: f64) -> f64 {
-        window::clamp(w, self.mss_bytes)
-    }
-
-    fn segments(&self, bytes: u64) -> f64 {
-        window::segments(bytes, self.mss_bytes)
-    }
-
-    fn adopt(&mut self, h: &Handoff) {
-        self.now_us = h.now_us;
-        (self.cwnd, self.ssthresh) = window::adopt(h, self.mss_bytes);
-        self.in_first_slow_start = h.in_first_slow_start;
-        self.bw = BandwidthEstimator::seeded(h.delivery_rate_bytes_per_sec);
-        self.recovery = Recovery::default();
-        self.last_loss_us = h.last_loss_us;
-        self.rtt = RttEstimator::from_handoff(h.srtt_us, h.min_rtt_us);
-        self.delivery_rate_bytes_per_sec = h.delivery_rate_bytes_per_sec;
+        WindowCore::with_rule(rule, start)
     }
 
     /// `max(BWE * RTTmin / MSS, 2)` segments, or `None` without an estimate or an RTT.
     pub fn bw_rtt_min_segments(&self) -> Option<f64> {
-        let bwe = self.bw.bwe_bytes_per_sec();
-        let rtt_min_s = self.rtt.min_rtt_us() as f64 / 1e6;
-        if bwe <= 0.0 || rtt_min_s <= 0.0 || !bwe.is_finite() {
-            return None;
-        }
-        Some(self.clamp(bwe * rtt_min_s / f64::from(self.mss_bytes)))
-    }
-
-    /// The loss threshold: `BWE * RTTmin`, or Reno's half window without an estimate.
-    fn loss_ssthresh(&self) -> f64 {
-        self.bw_rtt_min_segments()
-            .unwrap_or_else(|| self.clamp(self.cwnd / 2.0))
-    }
-
-    /// Reno growth for `acked` segments (RFC 5681 §3.1, byte counting).
-    fn on_acked(&mut self, mut acked: f64) {
-        if self.cwnd < self.ssthresh {
-            let grow = acked.min(self.ssthresh - self.cwnd);
-            self.cwnd = self.clamp(self.cwnd + grow);
-            acked -= grow;
-        }
-        if acked > 0.0 {
-            self.cwnd = self.clamp(self.cwnd + acked / self.cwnd);
-        }
-    }
-
-    /// A loss at `now_us` (three duplicate ACKs in the paper): once per recovery.
-    pub fn on_loss(&mut self, now_us: u64) {
-        self.last_loss_us = Some(now_us);
-        if self.recovery.active(now_us) {
-            return;
-        }
-        self.in_first_slow_start = false;
-        let window_bytes = (self.cwnd * f64::from(self.mss_bytes)) as u64;
-        self.ssthresh = self.loss_ssthresh();
-        if self.cwnd > self.ssthresh {
-            self.cwnd = self.ssthresh;
-        }
-        self.recovery
-            .enter(now_us, self.rtt.srtt_us(), window_bytes);
-    }
-
-    /// A retransmission timeout at `now_us`: `ssthresh = BWE * RTTmin`, back to 2 segments.
-    pub fn on_timeout(&mut self, now_us: u64) {
-        self.last_loss_us = Some(now_us);
-        self.in_first_slow_start = false;
-        self.ssthresh = self.loss_ssthresh();
-        self.cwnd = MIN_CWND_SEGMENTS;
-        self.recovery.clear();
-    }
-
-    /// Window, segments.
-    pub fn cwnd_segments(&self) -> f64 {
-        self.cwnd
-    }
-
-    /// Slow-start threshold, segments (infinite before the first loss).
-    pub fn ssthresh_segments(&self) -> f64 {
-        self.ssthresh
+        self.rule.bw_rtt_min_segments(&self.state)
     }
 
     /// `BWE`, bytes/s (0: none yet).
     pub fn bwe_bytes_per_sec(&self) -> f64 {
-        self.bw.bwe_bytes_per_sec()
-    }
-
-    fn cwnd_u32(&self) -> u32 {
-        window::bytes(self.cwnd, self.mss_bytes)
+        self.rule.bw.bwe_bytes_per_sec()
     }
 }
 
-impl Algorithm for Westwood {
-    fn name(&self) -> &'static str {
-        WestwoodConfig::NAME
-    }
-
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
-    }
-
-    fn activate(&mut self, handoff: &Handoff) -> Control {
-        self.adopt(handoff);
-        Control::cwnd(self.cwnd_u32())
-            .with_pacing(Pacing::Unpaced)
-            .with_program(&PER_RTT_URGENT)
-    }
-
-    fn on_report(&mut self, m: &Measurement) -> Control {
-        let now = self.now_us.max(m.now_us);
-        self.now_us = now;
-        self.rtt.on_sample(m.rtt_us, m.min_rtt_us);
-        if m.rate_incoming_bytes_per_sec > 0 {
-            self.delivery_rate_bytes_per_sec = m.rate_incoming_bytes_per_sec;
-        }
-        let interval = self
-            .rtt
-            .srtt_us()
-            .max(self.cfg.min_sample_interval_us)
-            .max(1);
-        self.bw.on_acked(now, m.acked_bytes, interval);
-        let in_recovery = self.recovery.holding(now);
-        self.recovery.on_acked(m.acked_bytes);
-        if !in_recovery {
-            self.on_acked(self.segments(m.acked_bytes));
-        }
-        if m.timeout {
-            self.on_timeout(now);
-        } else if m.lost_pkts > 0 {
-            self.on_loss(now);
-        }
-        Control::cwnd(self.cwnd_u32())
-    }
-
-    fn handoff(&self) -> Handoff {
-        let ssthresh_bytes = window::ssthresh_to_bytes(self.ssthresh, self.mss_bytes);
+impl WestwoodRule {
+    fn bw_rtt_min_segments(&self, w: &WindowState<Segments>) -> Option<f64> {
         let bwe = self.bw.bwe_bytes_per_sec();
-        Handoff {
-            now_us: self.now_us,
-            cwnd_bytes: self.cwnd_u32(),
-            ssthresh_bytes,
-            pacing: Pacing::Unpaced,
-            srtt_us: self.rtt.srtt_us(),
-            min_rtt_us: self.rtt.min_rtt_us(),
-            // Saturating float-to-int cast.
-            delivery_rate_bytes_per_sec: if bwe > 0.0 {
-                bwe as u64
-            } else {
-                self.delivery_rate_bytes_per_sec
-            },
-            last_loss_us: self.last_loss_us,
-            in_first_slow_start: self.in_first_slow_start,
+        let rtt_min_s = w.rtt.min_rtt_us() as f64 / 1e6;
+        if bwe <= 0.0 || rtt_min_s <= 0.0 || !bwe.is_finite() {
+            return None;
+        }
+        Some(w.clamp(bwe * rtt_min_s / f64::from(w.mss_bytes)))
+    }
+}
+
+impl WindowRule for WestwoodRule {
+    type Unit = Segments;
+
+    const NAME: &'static str = WestwoodConfig::NAME;
+
+    fn adopt(&mut self, _w: &WindowState<Segments>, h: &Handoff) {
+        self.bw = BandwidthEstimator::seeded(h.delivery_rate_bytes_per_sec);
+    }
+
+    /// Bandwidth samples over at least `max(SRTT, 50 ms)`.
+    fn on_measurement(&mut self, w: &WindowState<Segments>, m: &Measurement) {
+        let interval = w.rtt.srtt_us().max(self.cfg.min_sample_interval_us).max(1);
+        self.bw.on_acked(w.now_us, m.acked_bytes, interval);
+    }
+
+    /// Reno: one segment per window acknowledged (RFC 5681 §3.1, byte counting).
+    fn on_ack_in_avoidance(&mut self, w: &mut WindowState<Segments>, acked: f64, _now_us: u64) {
+        w.cwnd = w.clamp(w.cwnd + acked / w.cwnd);
+    }
+
+    /// `BWE * RTTmin`, or Reno's half window without an estimate, on a loss and a timeout.
+    fn ssthresh_on_congestion(&mut self, w: &WindowState<Segments>) -> f64 {
+        self.bw_rtt_min_segments(w)
+            .unwrap_or_else(|| w.clamp(w.cwnd / 2.0))
+    }
+
+    /// `if cwnd > ssthresh { cwnd = ssthresh }`: a loss never raises the window.
+    fn on_recovery_start(&mut self, w: &mut WindowState<Segments>, _now_us: u64) {
+        if w.cwnd > w.ssthresh {
+            w.cwnd = w.ssthresh;
         }
     }
 
-    fn cwnd_bytes(&self) -> u32 {
-        self.cwnd_u32()
+    /// The handoff's delivery rate is `BWE` once there is one.
+    fn handoff(&self, _w: &WindowState<Segments>, h: &mut Handoff) {
+        let bwe = self.bw.bwe_bytes_per_sec();
+        if bwe > 0.0 {
+            // Saturating float-to-int cast.
+            h.delivery_rate_bytes_per_sec = bwe as u64;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Pacing;
 
     const MSS: u32 = 1000;
 
@@ -394,8 +277,8 @@ mod tests {
     fn loss_sets_ssthresh_to_bwe_times_rtt_min_and_lowers_cwnd_to_it() {
         // Mascolo et al. §2: ssthresh = BWE RTTmin / seg_size; cwnd = min(cwnd, ssthresh).
         let mut w = westwood(60);
-        w.rtt.on_sample(50_000, 50_000);
-        w.bw = BandwidthEstimator::seeded(500_000);
+        w.state.rtt.on_sample(50_000, 50_000);
+        w.rule.bw = BandwidthEstimator::seeded(500_000);
         w.on_loss(100_000);
         assert!((w.ssthresh_segments() - 25.0).abs() < 1e-9);
         assert!((w.cwnd_segments() - 25.0).abs() < 1e-9);
@@ -404,8 +287,8 @@ mod tests {
     #[test]
     fn loss_never_raises_the_window() {
         let mut w = westwood(10);
-        w.rtt.on_sample(50_000, 50_000);
-        w.bw = BandwidthEstimator::seeded(500_000);
+        w.state.rtt.on_sample(50_000, 50_000);
+        w.rule.bw = BandwidthEstimator::seeded(500_000);
         w.on_loss(100_000);
         assert!((w.cwnd_segments() - 10.0).abs() < 1e-9);
         assert!((w.ssthresh_segments() - 25.0).abs() < 1e-9);
@@ -421,8 +304,8 @@ mod tests {
     #[test]
     fn timeout_keeps_the_estimate_as_ssthresh_and_restarts_from_two_segments() {
         let mut w = westwood(60);
-        w.rtt.on_sample(50_000, 50_000);
-        w.bw = BandwidthEstimator::seeded(500_000);
+        w.state.rtt.on_sample(50_000, 50_000);
+        w.rule.bw = BandwidthEstimator::seeded(500_000);
         w.on_report(&Measurement {
             timeout: true,
             ..report(100_000, 0, 50_000)
@@ -436,7 +319,7 @@ mod tests {
         let mut w = westwood(10);
         w.on_report(&report(50_000, 10_000, 50_000));
         assert!((w.cwnd_segments() - 20.0).abs() < 1e-9, "slow start");
-        w.ssthresh = 20.0;
+        w.state.ssthresh = 20.0;
         w.on_report(&report(100_000, 20_000, 50_000));
         assert!(
             (w.cwnd_segments() - 21.0).abs() < 1e-9,
