@@ -32,11 +32,9 @@
 //! "cwnd-limited" check is left out. A handoff carries its min RTT into `base_rtt` and its
 //! smoothed RTT into `max_rtt`; it starts with `alpha = 1`, `beta = 1/2`.
 
-use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
-use crate::programs::{PER_RTT_URGENT, ProgramSpec};
-use crate::recovery::Recovery;
-use crate::rtt::RttEstimator;
-use crate::window;
+use crate::api::{Algorithm, AlgorithmConfig, FlowStart, Handoff, Measurement};
+use crate::programs::ProgramSpec;
+use crate::window::{self, Segments, WindowCore, WindowRule, WindowState};
 
 /// Largest additive increase, segments per RTT (paper §4, Linux `ALPHA_MAX`).
 pub const ALPHA_MAX: f64 = 10.0;
@@ -55,9 +53,6 @@ pub const WIN_THRESH_SEGMENTS: f64 = 15.0;
 /// Low-delay RTTs needed before `alpha` returns to `alpha_max` (Linux `theta`).
 pub const THETA: u32 = 5;
 pub use crate::window::MIN_CWND_SEGMENTS;
-
-/// Programs Illinois installs.
-static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
 
 /// Illinois's configuration and factory.
 #[derive(Debug, Clone, Copy)]
@@ -181,7 +176,7 @@ impl AlgorithmConfig for IllinoisConfig {
     const NAME: &'static str = "illinois";
 
     fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
+        &window::PROGRAMS
     }
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
@@ -189,15 +184,13 @@ impl AlgorithmConfig for IllinoisConfig {
     }
 }
 
-/// Illinois's per-flow state.
+/// Illinois's per-flow state: the window core (in segments) with [`IllinoisRule`].
+pub type Illinois = WindowCore<IllinoisRule>;
+
+/// What Illinois adds to the window core: the delay statistics behind `alpha` and `beta`.
 #[derive(Debug, Clone)]
-pub struct Illinois {
+pub struct IllinoisRule {
     cfg: IllinoisConfig,
-    mss_bytes: u32,
-    /// Window, segments.
-    cwnd: f64,
-    /// Slow-start threshold, segments.
-    ssthresh: f64,
     alpha: f64,
     beta: f64,
     /// Smallest RTT, µs (0: none yet).
@@ -213,22 +206,13 @@ pub struct Illinois {
     rtt_above: bool,
     /// Start of the current per-RTT period, µs.
     period_start_us: u64,
-    recovery: Recovery,
-    last_loss_us: Option<u64>,
-    in_first_slow_start: bool,
-    rtt: RttEstimator,
-    delivery_rate_bytes_per_sec: u64,
-    now_us: u64,
 }
 
 impl Illinois {
     /// A new flow with the initial window of `start`.
     pub fn new(cfg: IllinoisConfig, start: &FlowStart) -> Self {
-        let mut i = Self {
+        let rule = IllinoisRule {
             cfg: cfg.sanitized(),
-            mss_bytes: start.mss_bytes.max(1),
-            cwnd: MIN_CWND_SEGMENTS,
-            ssthresh: f64::INFINITY,
             alpha: ALPHA_BASE,
             beta: BETA_BASE,
             base_rtt_us: 0,
@@ -238,39 +222,22 @@ impl Illinois {
             rtt_low: 0,
             rtt_above: false,
             period_start_us: 0,
-            recovery: Recovery::default(),
-            last_loss_us: None,
-            in_first_slow_start: true,
-            rtt: RttEstimator::default(),
-            delivery_rate_bytes_per_sec: 0,
-            now_us: 0,
         };
-        i.adopt(&Handoff::flow_start(start));
-        i
+        WindowCore::with_rule(rule, start)
     }
 
-    fn clamp(&self, w: f64) -> f64 {
-        window::clamp(w, self.mss_bytes)
+    /// Linux `alpha()`: the curve, with the `theta` wait before returning to `alpha_max`.
+    pub fn next_alpha(&mut self, da_us: f64, dm_us: f64) -> f64 {
+        self.rule.next_alpha(da_us, dm_us)
     }
 
-    fn segments(&self, bytes: u64) -> f64 {
-        window::segments(bytes, self.mss_bytes)
+    /// Current `(alpha, beta)`.
+    pub fn alpha_beta(&self) -> (f64, f64) {
+        (self.rule.alpha, self.rule.beta)
     }
+}
 
-    fn adopt(&mut self, h: &Handoff) {
-        self.now_us = h.now_us;
-        (self.cwnd, self.ssthresh) = window::adopt(h, self.mss_bytes);
-        self.in_first_slow_start = h.in_first_slow_start;
-        self.base_rtt_us = h.min_rtt_us;
-        self.max_rtt_us = h.srtt_us.max(h.min_rtt_us);
-        self.reset_delay_state();
-        self.period_start_us = h.now_us;
-        self.recovery = Recovery::default();
-        self.last_loss_us = h.last_loss_us;
-        self.rtt = RttEstimator::from_handoff(h.srtt_us, h.min_rtt_us);
-        self.delivery_rate_bytes_per_sec = h.delivery_rate_bytes_per_sec;
-    }
-
+impl IllinoisRule {
     /// Linux `tcp_illinois_state(TCP_CA_Loss)`: base `alpha`/`beta`, fresh averages.
     fn reset_delay_state(&mut self) {
         self.alpha = ALPHA_BASE;
@@ -294,8 +261,7 @@ impl Illinois {
         }
     }
 
-    /// Linux `alpha()`: the curve, with the `theta` wait before returning to `alpha_max`.
-    pub fn next_alpha(&mut self, da_us: f64, dm_us: f64) -> f64 {
+    fn next_alpha(&mut self, da_us: f64, dm_us: f64) -> f64 {
         if da_us <= dm_us / 100.0 {
             if !self.rtt_above {
                 return self.cfg.alpha_max;
@@ -312,9 +278,9 @@ impl Illinois {
         self.cfg.alpha_curve(da_us, dm_us)
     }
 
-    /// Linux `update_params`: once per RTT, from the RTT's average delay.
-    fn update_params(&mut self) {
-        if self.cwnd < self.cfg.win_thresh_segments {
+    /// Linux `update_params`: once per RTT, from the RTT's average delay, for window `cwnd`.
+    fn update_params(&mut self, cwnd: f64) {
+        if cwnd < self.cfg.win_thresh_segments {
             self.alpha = ALPHA_BASE;
             self.beta = BETA_BASE;
         } else if self.cnt_rtt > 0 && self.base_rtt_us > 0 {
@@ -328,132 +294,55 @@ impl Illinois {
         self.sum_rtt_us = 0.0;
         self.cnt_rtt = 0;
     }
-
-    /// Growth for `acked` segments: slow start, then `alpha` segments per window acked.
-    fn on_acked(&mut self, mut acked: f64) {
-        if self.cwnd < self.ssthresh {
-            let grow = acked.min(self.ssthresh - self.cwnd);
-            self.cwnd = self.clamp(self.cwnd + grow);
-            acked -= grow;
-        }
-        if acked > 0.0 {
-            self.cwnd = self.clamp(self.cwnd + self.alpha * acked / self.cwnd);
-        }
-    }
-
-    /// `max((1 - beta) cwnd, 2)` (Linux `tcp_illinois_ssthresh`).
-    fn decreased(&self) -> f64 {
-        self.clamp(self.cwnd * (1.0 - self.beta))
-    }
-
-    /// A loss at `now_us`: `cwnd = (1 - beta) cwnd`, once per recovery.
-    pub fn on_loss(&mut self, now_us: u64) {
-        self.last_loss_us = Some(now_us);
-        if self.recovery.active(now_us) {
-            return;
-        }
-        self.in_first_slow_start = false;
-        let window_bytes = (self.cwnd * f64::from(self.mss_bytes)) as u64;
-        self.ssthresh = self.decreased();
-        self.cwnd = self.ssthresh;
-        self.recovery
-            .enter(now_us, self.rtt.srtt_us(), window_bytes);
-    }
-
-    /// A retransmission timeout at `now_us`: back to 2 segments, base `alpha`/`beta`.
-    pub fn on_timeout(&mut self, now_us: u64) {
-        self.last_loss_us = Some(now_us);
-        self.in_first_slow_start = false;
-        self.ssthresh = self.decreased();
-        self.cwnd = MIN_CWND_SEGMENTS;
-        self.reset_delay_state();
-        self.recovery.clear();
-    }
-
-    /// Window, segments.
-    pub fn cwnd_segments(&self) -> f64 {
-        self.cwnd
-    }
-
-    /// Slow-start threshold, segments.
-    pub fn ssthresh_segments(&self) -> f64 {
-        self.ssthresh
-    }
-
-    /// Current `(alpha, beta)`.
-    pub fn alpha_beta(&self) -> (f64, f64) {
-        (self.alpha, self.beta)
-    }
-
-    fn cwnd_u32(&self) -> u32 {
-        window::bytes(self.cwnd, self.mss_bytes)
-    }
 }
 
-impl Algorithm for Illinois {
-    fn name(&self) -> &'static str {
-        IllinoisConfig::NAME
+impl WindowRule for IllinoisRule {
+    type Unit = Segments;
+
+    const NAME: &'static str = IllinoisConfig::NAME;
+
+    fn adopt(&mut self, _w: &WindowState<Segments>, h: &Handoff) {
+        self.base_rtt_us = h.min_rtt_us;
+        self.max_rtt_us = h.srtt_us.max(h.min_rtt_us);
+        self.reset_delay_state();
+        self.period_start_us = h.now_us;
     }
 
-    fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
-    }
-
-    fn activate(&mut self, handoff: &Handoff) -> Control {
-        self.adopt(handoff);
-        Control::cwnd(self.cwnd_u32())
-            .with_pacing(Pacing::Unpaced)
-            .with_program(&PER_RTT_URGENT)
-    }
-
-    fn on_report(&mut self, m: &Measurement) -> Control {
-        let now = self.now_us.max(m.now_us);
-        self.now_us = now;
-        self.rtt.on_sample(m.rtt_us, m.min_rtt_us);
+    /// The delay statistics, and `alpha`/`beta` once per RTT.
+    fn on_measurement(&mut self, w: &WindowState<Segments>, m: &Measurement) {
         self.on_rtt_sample(m.rtt_us, m.min_rtt_us);
-        if m.rate_incoming_bytes_per_sec > 0 {
-            self.delivery_rate_bytes_per_sec = m.rate_incoming_bytes_per_sec;
-        }
-        if self.base_rtt_us > 0 && now.saturating_sub(self.period_start_us) >= self.base_rtt_us {
-            self.period_start_us = now;
-            self.update_params();
-        }
-        let in_recovery = self.recovery.holding(now);
-        self.recovery.on_acked(m.acked_bytes);
-        if !in_recovery {
-            self.on_acked(self.segments(m.acked_bytes));
-        }
-        if m.timeout {
-            self.on_timeout(now);
-        } else if m.lost_pkts > 0 {
-            self.on_loss(now);
-        }
-        Control::cwnd(self.cwnd_u32())
-    }
-
-    fn handoff(&self) -> Handoff {
-        let ssthresh_bytes = window::ssthresh_to_bytes(self.ssthresh, self.mss_bytes);
-        Handoff {
-            now_us: self.now_us,
-            cwnd_bytes: self.cwnd_u32(),
-            ssthresh_bytes,
-            pacing: Pacing::Unpaced,
-            srtt_us: self.rtt.srtt_us(),
-            min_rtt_us: self.base_rtt_us,
-            delivery_rate_bytes_per_sec: self.delivery_rate_bytes_per_sec,
-            last_loss_us: self.last_loss_us,
-            in_first_slow_start: self.in_first_slow_start,
+        if self.base_rtt_us > 0 && w.now_us.saturating_sub(self.period_start_us) >= self.base_rtt_us
+        {
+            self.period_start_us = w.now_us;
+            self.update_params(w.cwnd);
         }
     }
 
-    fn cwnd_bytes(&self) -> u32 {
-        self.cwnd_u32()
+    /// `alpha` segments per window acknowledged.
+    fn on_ack_in_avoidance(&mut self, w: &mut WindowState<Segments>, acked: f64, _now_us: u64) {
+        w.cwnd = w.clamp(w.cwnd + self.alpha * acked / w.cwnd);
+    }
+
+    /// `max((1 - beta) cwnd, 2)` (Linux `tcp_illinois_ssthresh`), on a loss and a timeout.
+    fn ssthresh_on_congestion(&mut self, w: &WindowState<Segments>) -> f64 {
+        w.clamp(w.cwnd * (1.0 - self.beta))
+    }
+
+    /// Base `alpha`/`beta` after a timeout.
+    fn on_timeout(&mut self, _w: &mut WindowState<Segments>) {
+        self.reset_delay_state();
+    }
+
+    /// The handoff's min RTT is `base_rtt`.
+    fn handoff(&self, _w: &WindowState<Segments>, h: &mut Handoff) {
+        h.min_rtt_us = self.base_rtt_us;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Pacing;
 
     const MSS: u32 = 1000;
 
@@ -522,7 +411,7 @@ mod tests {
         let dm = 50_000.0;
         assert!(close(i.next_alpha(0.0, dm), ALPHA_MAX), "never above d1");
         let high = i.next_alpha(25_000.0, dm);
-        i.alpha = high;
+        i.rule.alpha = high;
         for _ in 1..THETA {
             assert!(close(i.next_alpha(0.0, dm), high));
         }
@@ -532,7 +421,7 @@ mod tests {
     #[test]
     fn parameters_follow_the_average_delay_of_each_rtt() {
         let mut i = illinois(20);
-        i.ssthresh = 10.0;
+        i.state.ssthresh = 10.0;
         i.on_report(&report(50_000, 0, 50_000));
         i.on_report(&report(150_000, 0, 100_000));
         // The RTT ending at 150 ms averaged 100 ms: da = dm → alpha_min, beta_max.
@@ -547,7 +436,7 @@ mod tests {
     #[test]
     fn small_windows_use_reno_parameters() {
         let mut i = illinois(10);
-        i.ssthresh = 5.0;
+        i.state.ssthresh = 5.0;
         i.on_report(&report(50_000, 0, 50_000));
         i.on_report(&report(150_000, 0, 100_000));
         assert_eq!(i.alpha_beta(), (ALPHA_BASE, BETA_BASE));
@@ -556,10 +445,10 @@ mod tests {
     #[test]
     fn avoidance_adds_alpha_per_window_and_loss_keeps_one_minus_beta() {
         let mut i = illinois(20);
-        i.ssthresh = 10.0;
-        i.alpha = 4.0;
-        i.beta = 0.25;
-        i.on_acked(20.0);
+        i.state.ssthresh = 10.0;
+        i.rule.alpha = 4.0;
+        i.rule.beta = 0.25;
+        i.rule.on_ack(&mut i.state, 20 * u64::from(MSS), 0);
         assert!(close(i.cwnd_segments(), 24.0));
         i.on_loss(1_000);
         assert!(close(i.cwnd_segments(), 18.0));
@@ -569,8 +458,8 @@ mod tests {
     #[test]
     fn timeout_restarts_from_two_segments_with_base_parameters() {
         let mut i = illinois(40);
-        i.alpha = 4.0;
-        i.beta = 0.25;
+        i.rule.alpha = 4.0;
+        i.rule.beta = 0.25;
         i.on_timeout(50_000);
         assert!(close(i.cwnd_segments(), 2.0));
         assert!(close(i.ssthresh_segments(), 30.0));

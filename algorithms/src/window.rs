@@ -462,19 +462,6 @@ pub(crate) fn ssthresh_to_bytes(ssthresh: f64, mss_bytes: u32) -> u32 {
     }
 }
 
-/// The window and threshold (segments) a window-based algorithm adopts from a handoff: once the
-/// first slow start is over, the flow continues in avoidance from the handed-over window.
-pub(crate) fn adopt(h: &crate::api::Handoff, mss_bytes: u32) -> (f64, f64) {
-    let cwnd = clamp(segments(u64::from(h.cwnd_bytes), mss_bytes), mss_bytes);
-    let ssthresh = ssthresh_from_bytes(h.ssthresh_bytes, mss_bytes);
-    let ssthresh = if h.in_first_slow_start {
-        ssthresh
-    } else {
-        ssthresh.min(cwnd)
-    };
-    (cwnd, ssthresh)
-}
-
 /// A byte count as a `u32`, saturating.
 pub(crate) fn clamp_u32(v: u64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
