@@ -53,8 +53,44 @@ pub struct FlowStart {
     pub mss_bytes: u32,
     /// The datapath's initial window, bytes.
     pub init_cwnd_bytes: u32,
-    /// Seed for any randomness the algorithm needs (its only source of it).
+    /// Seed for any randomness the algorithm needs (its only source of it, through
+    /// [`SplitMix64`]).
     pub seed: u64,
+}
+
+/// The suite's seeded generator, `SplitMix64` (Steele, Lea & Flood, OOPSLA 2014): the one copy
+/// that algorithms (from [`FlowStart::seed`]), the IW controller's synthetic data and the tests
+/// draw from, so a seed gives the same stream on every machine with no dependency.
+///
+/// (`ccp_datapath::sim::rng` seeds its own `xoshiro256++` with the same `SplitMix64` steps: the
+/// datapath cannot depend on this crate, whose tests depend on it.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// The increment of the state per draw (2^64 / golden ratio, odd).
+    pub const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+    /// A generator whose state is `seed`; the first draw mixes `seed + GAMMA`.
+    pub fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(Self::GAMMA);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`: the top 53 bits of [`Self::next_u64`].
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
 }
 
 /// Everything the next algorithm needs to continue a flow without restarting it
@@ -256,6 +292,18 @@ impl<C: AlgorithmConfig> DynAlgorithmConfig for C {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reference outputs of `SplitMix64` (Vigna's `splitmix64.c`) for seeds 0 and 42.
+    #[test]
+    fn splitmix64_matches_the_reference_stream() {
+        let mut r = SplitMix64::new(0);
+        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        assert_eq!(r.next_u64(), 0x06C4_5D18_8009_454F);
+        assert_eq!(SplitMix64::new(42).next_u64(), 0xBDD7_3226_2FEB_6E95);
+        let x = SplitMix64::new(7).next_f64();
+        assert!((0.0..1.0).contains(&x));
+    }
 
     #[test]
     fn unpaced_is_the_maximum_rate_never_zero() {

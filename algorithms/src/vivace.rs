@@ -59,7 +59,9 @@
 
 use std::collections::VecDeque;
 
-use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
+use crate::api::{
+    Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing, SplitMix64,
+};
 use crate::programs::{PER_RTT, ProgramSpec};
 use crate::rtt::RttEstimator;
 
@@ -334,7 +336,7 @@ pub struct Vivace {
     /// The window stays within this range until `settle_until_us` (after a handoff).
     settle: (u32, u32),
     settle_until_us: u64,
-    rng: u64,
+    rng: SplitMix64,
     last_loss_us: Option<u64>,
     in_first_slow_start: bool,
     delivery_rate_bytes_per_sec: u64,
@@ -360,7 +362,7 @@ impl Vivace {
             cwnd_bytes: start.mss_bytes.max(1).saturating_mul(2),
             settle: (0, u32::MAX),
             settle_until_us: 0,
-            rng: start.seed ^ 0x9E37_79B9_7F4A_7C15,
+            rng: SplitMix64::new(start.seed ^ SplitMix64::GAMMA),
             last_loss_us: None,
             in_first_slow_start: true,
             delivery_rate_bytes_per_sec: 0,
@@ -374,15 +376,6 @@ impl Vivace {
 
     fn min_cwnd(&self) -> u32 {
         self.mss_bytes.saturating_mul(2)
-    }
-
-    /// splitmix64: the flow's only randomness, from its seed.
-    fn next_random(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 
     fn clamp_rate(r: f64) -> f64 {
@@ -442,7 +435,7 @@ impl Vivace {
     fn new_probe_phase(&mut self) -> Phase {
         Phase::Probing {
             sent: 0,
-            up_first: self.next_random() & 1 == 1,
+            up_first: self.rng.next_u64() & 1 == 1,
             results: [None, None],
         }
     }

@@ -7,6 +7,7 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
+use ccp_algorithms::api::SplitMix64;
 use criterion::{Criterion, criterion_group, criterion_main};
 use iw_controller::geo::{GeoDb, SyntheticGeo};
 use iw_controller::table::{IwTable, TableHandle};
@@ -28,15 +29,11 @@ fn table() -> (IwTable, Vec<Ipv4Addr>) {
         .collect();
     let last = ranges.last().map_or(0, |r| u32::from(r.1));
     let table = IwTable::new(ranges, 10, 200).unwrap_or_else(|_| IwTable::uniform(10, 200));
-    // SplitMix64 addresses spread over the covered space plus a margin of misses.
-    let mut x = 0x1234_5678_u64;
+    // Random addresses spread over the covered space plus a margin of misses.
+    let mut rng = SplitMix64::new(0x1234_5678);
     let ips = (0..4096)
         .map(|_| {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^= z >> 31;
+            let z = rng.next_u64();
             let span = u64::from(last - 0x0100_0000) + 1_000_000;
             Ipv4Addr::from(0x0100_0000 + (z % span) as u32)
         })

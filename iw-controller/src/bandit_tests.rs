@@ -1,7 +1,7 @@
 //! Unit tests of each equation step of `PAPERS.md` §1.1 "Bandit" and "Reward".
 
 use super::*;
-use crate::rng::Rng;
+use ccp_algorithms::api::SplitMix64;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
@@ -160,7 +160,7 @@ fn best_arm_ties_break_on_smaller_padding() {
 /// becomes the most played arm within 150 iterations (30 joins the arms within 10).
 #[test]
 fn sliding_bandit_converges_to_iw_30() {
-    let mut rng = Rng::new(7);
+    let mut rng = SplitMix64::new(7);
     let mut b = DiscountedUcb::new(BanditConfig::default());
     let mut plays = std::collections::BTreeMap::<u32, u32>::new();
     let mut reached_30 = None;

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::geo::SyntheticGeo;
-use crate::rng::Rng;
+use ccp_algorithms::api::SplitMix64;
 
 const SEC: u64 = 1_000_000;
 
@@ -25,7 +25,7 @@ fn addr(geo: &GeoDb, k: usize, host: u32) -> Ipv4Addr {
 }
 
 /// A network whose reward peaks at IW 30: throughput grows to 30, RTT grows past it.
-fn flow(rng: &mut Rng, client: Ipv4Addr, end_us: u64, iw: u32) -> FlowRecord {
+fn flow(rng: &mut SplitMix64, client: Ipv4Addr, end_us: u64, iw: u32) -> FlowRecord {
     let x = (f64::from(iw) - 30.0) / 10.0;
     let tput = 1e6 * (-x * x).exp() * (0.9 + 0.2 * rng.next_f64());
     let rtt =
@@ -59,7 +59,7 @@ fn publishes_the_standard_iw_before_any_iteration() {
 fn without_grouping_the_served_iw_converges_to_30() {
     let geo = small_geo();
     let mut c = IwController::new(no_grouping(), Arc::clone(&geo)).unwrap();
-    let mut rng = Rng::new(3);
+    let mut rng = SplitMix64::new(3);
     let mut served = Vec::new();
     for it in 0..120u64 {
         for k in 0..20u32 {
@@ -147,7 +147,7 @@ fn bad_records_are_rejected_and_counted() {
 fn vanished_group_falls_back_to_iw_10() {
     let geo = small_geo();
     let mut c = IwController::new(no_grouping(), Arc::clone(&geo)).unwrap();
-    let mut rng = Rng::new(1);
+    let mut rng = SplitMix64::new(1);
     let client = addr(&geo, 2, 7);
     for it in 0..3u64 {
         let iw = c.lookup(client);
@@ -178,7 +178,7 @@ fn iw_stays_within_one_and_max() {
         ..no_grouping()
     };
     let mut c = IwController::new(config, Arc::clone(&geo)).unwrap();
-    let mut rng = Rng::new(9);
+    let mut rng = SplitMix64::new(9);
     for it in 0..40u64 {
         let client = addr(&geo, 1, 1);
         let iw = c.lookup(client);
@@ -211,7 +211,7 @@ fn grouping_gives_busy_subnets_their_own_bandit() {
         ..IwConfig::default()
     };
     let mut c = IwController::new(config, Arc::clone(&geo)).unwrap();
-    let mut rng = Rng::new(5);
+    let mut rng = SplitMix64::new(5);
     let busy = addr(&geo, 3, 9);
     let quiet = addr(&geo, 6, 9);
     let unknown = Ipv4Addr::new(200, 1, 2, 3);
@@ -316,7 +316,7 @@ fn standard_iw_until_an_early_first_grouping() {
         ..IwConfig::default()
     };
     let mut c = IwController::new(config, Arc::clone(&geo)).unwrap();
-    let mut rng = Rng::new(7);
+    let mut rng = SplitMix64::new(7);
     let busy = addr(&geo, 3, 9);
     let mut regrouped = Vec::new();
     for it in 0..7u64 {
@@ -358,7 +358,7 @@ fn warm_start_copies_the_covering_groups_bandit() {
             ..IwConfig::default()
         };
         let mut c = IwController::new(config, Arc::clone(&geo)).unwrap();
-        let mut rng = Rng::new(3);
+        let mut rng = SplitMix64::new(3);
         let busy = addr(&geo, 3, 9);
         let mut before = Vec::new();
         for it in 0..8u64 {

@@ -25,7 +25,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::rng::Rng;
+use ccp_algorithms::api::SplitMix64;
 
 /// The expected header, in order.
 pub const CSV_HEADER: [&str; 5] = ["start", "end", "subnet", "isp", "province"];
@@ -322,14 +322,14 @@ impl GeoDb {
     /// length, separated by random gaps (addresses in no range). Stops early rather than wrap
     /// past 255.255.255.255.
     pub fn synthetic(spec: &SyntheticGeo) -> Self {
-        let mut rng = Rng::new(spec.seed);
+        let mut rng = SplitMix64::new(spec.seed);
         let mut db = GeoDb::default();
         let mut next = u64::from(u32::from(spec.first_address));
         'all: for p in 0..spec.provinces {
             for i in 0..spec.isps_per_province {
                 for s in 0..spec.subnets_per_isp {
-                    let len = rng.range_u32(spec.range_len.0.max(1), spec.range_len.1.max(1));
-                    let gap = rng.range_u32(spec.gap.0, spec.gap.1);
+                    let len = range_u32(&mut rng, spec.range_len.0.max(1), spec.range_len.1.max(1));
+                    let gap = range_u32(&mut rng, spec.gap.0, spec.gap.1);
                     let start = next + u64::from(gap);
                     let end = start + u64::from(len) - 1;
                     let (Ok(start32), Ok(end32), Ok(id)) = (
@@ -355,6 +355,14 @@ impl GeoDb {
     }
 }
 
+/// Uniform in `[lo, hi]` (inclusive; `lo` if `hi <= lo`), by modulo.
+fn range_u32(rng: &mut SplitMix64, lo: u32, hi: u32) -> u32 {
+    if hi <= lo {
+        return lo;
+    }
+    lo + (rng.next_u64() % (u64::from(hi - lo) + 1)) as u32
+}
+
 /// Parameters of [`GeoDb::synthetic`]. Names: provinces `P{p}`, ISPs `ISP{i}` (the same ISP
 /// names in every province, as real national ISPs), subnets `P{p}-ISP{i}-S{s}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -371,7 +379,7 @@ pub struct SyntheticGeo {
     pub gap: (u32, u32),
     /// First address used.
     pub first_address: Ipv4Addr,
-    /// Generator seed.
+    /// Generator seed (of a [`SplitMix64`]).
     pub seed: u64,
 }
 

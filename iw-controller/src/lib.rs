@@ -49,7 +49,6 @@ pub mod bandit;
 pub mod controller;
 pub mod geo;
 pub mod grouping;
-mod rng;
 pub mod sliding;
 pub mod table;
 

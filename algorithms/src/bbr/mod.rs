@@ -49,7 +49,9 @@ pub mod probe_bw;
 pub mod probe_rtt;
 pub mod startup;
 
-use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
+use crate::api::{
+    Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing, SplitMix64,
+};
 use crate::programs::{PER_RTT, ProgramSpec};
 use crate::rtt::RttEstimator;
 
@@ -182,7 +184,7 @@ pub struct Bbr {
     recovery_round: Option<u64>,
     /// Bounds on the window until this time after a handoff: (until µs, low, high bytes).
     handoff_clamp: Option<(u64, u32, u32)>,
-    rng: u64,
+    rng: SplitMix64,
     rtt: RttEstimator,
     last_loss_us: Option<u64>,
     now_us: u64,
@@ -206,7 +208,7 @@ impl Bbr {
             prior_cwnd_bytes: 0,
             recovery_round: None,
             handoff_clamp: None,
-            rng: start.seed,
+            rng: SplitMix64::new(start.seed),
             rtt: RttEstimator::default(),
             last_loss_us: None,
             now_us: 0,

@@ -1,5 +1,7 @@
 //! `ProbeBW`'s gain cycle (draft-cardwell-iccrg-bbr-congestion-control-00 §4.3.3).
 
+use crate::api::SplitMix64;
+
 /// draft §4.3.3: `pacing_gain` of the eight phases; each lasts about one `RTprop`.
 pub const GAIN_CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 
@@ -15,9 +17,9 @@ pub struct GainCycle {
 impl GainCycle {
     /// Enters `ProbeBW` at `now_us` at a random phase other than the draining one (draft
     /// §4.3.3.5: `cycle_index = len - 1 - random(0, len - 2)`, then one advance): the phases
-    /// 2..7 and 0. The randomness is the flow's seed, advanced.
-    pub fn enter(now_us: u64, seed: &mut u64) -> Self {
-        let r = (splitmix64(seed) % (GAIN_CYCLE.len() as u64 - 1)) as usize;
+    /// 2..7 and 0. The randomness is the flow's generator (seeded from `FlowStart::seed`).
+    pub fn enter(now_us: u64, rng: &mut SplitMix64) -> Self {
+        let r = (rng.next_u64() % (GAIN_CYCLE.len() as u64 - 1)) as usize;
         let mut c = Self {
             index: GAIN_CYCLE.len() - 1 - r,
             stamp_us: now_us,
@@ -60,15 +62,6 @@ impl GainCycle {
     }
 }
 
-/// splitmix64: the flow's only source of randomness, from the seed in `FlowStart`.
-pub fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,14 +85,13 @@ mod tests {
     fn a_random_start_never_lands_on_the_draining_phase_and_depends_on_the_seed() {
         let mut seen = [false; 8];
         for seed in 0..200u64 {
-            let mut s = seed;
-            let c = GainCycle::enter(5, &mut s);
+            let c = GainCycle::enter(5, &mut SplitMix64::new(seed));
             assert_ne!(c.index, 1);
             assert_eq!(c.stamp_us, 5);
             seen[c.index] = true;
         }
         assert_eq!(seen, [true, false, true, true, true, true, true, true]);
-        let (mut a, mut b) = (7u64, 7u64);
+        let (mut a, mut b) = (SplitMix64::new(7), SplitMix64::new(7));
         assert_eq!(GainCycle::enter(0, &mut a), GainCycle::enter(0, &mut b));
     }
 

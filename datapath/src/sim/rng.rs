@@ -1,5 +1,9 @@
 //! A small seeded generator (`xoshiro256++` seeded by `SplitMix64`), kept in-tree so that a seed
 //! gives the same run on every machine and every version of every dependency.
+//!
+//! The suite's one `SplitMix64` is `ccp_algorithms::api::SplitMix64`; the seeding steps here
+//! repeat it because this crate cannot depend on `ccp-algorithms`: the algorithms' tests
+//! depend on this crate (DESIGN.md §2), so a dependency back would be a cycle.
 
 /// Deterministic pseudo-random numbers.
 #[derive(Debug, Clone)]
