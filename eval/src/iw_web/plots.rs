@@ -1,9 +1,9 @@
-//! SVG plots of the `iw-web` report, with a minimal writer (polylines on linear or log axes);
-//! no `NaN` or infinity reaches the file: non-finite points are skipped.
-
-use std::fmt::Write as _;
+//! SVG plots of the `iw-web` report: polylines on linear or log axes, written with the report's
+//! SVG writer ([`crate::report::svg`]) in its compact style; no `NaN` or infinity reaches the
+//! file: non-finite points are skipped.
 
 use super::{IwWebResult, Policy};
+use crate::report::svg::{Axis, Panel, Style, Svg, fmt_tick};
 
 const COLORS: [&str; 6] = [
     "#7f7f7f", "#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#2ca02c",
@@ -14,125 +14,62 @@ fn color(p: Policy) -> &'static str {
     COLORS[i % COLORS.len()]
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// A plot area mapping data to pixels.
-struct Panel {
-    left: f64,
-    top: f64,
-    width: f64,
-    height: f64,
-    x: (f64, f64),
-    y: (f64, f64),
-    log_x: bool,
-}
-
-impl Panel {
-    fn map(&self, x: f64, y: f64) -> Option<(f64, f64)> {
-        let xv = if self.log_x { x.log10() } else { x };
-        let fx = (xv - self.x.0) / (self.x.1 - self.x.0);
-        let fy = (y - self.y.0) / (self.y.1 - self.y.0);
-        let p = (
-            self.left + fx * self.width,
-            self.top + (1.0 - fy) * self.height,
-        );
-        (p.0.is_finite() && p.1.is_finite()).then_some(p)
+/// The axis from `min` to `max` as given (a log axis from `10^min` to `10^max`).
+fn axis(min: f64, max: f64, log: bool) -> Axis {
+    let (min, max) = if log {
+        (10f64.powf(min), 10f64.powf(max))
+    } else {
+        (min, max)
+    };
+    Axis {
+        min,
+        max,
+        log,
+        integer: false,
     }
 }
 
-struct Doc(String);
+/// Frame, grid and labels; `xt`/`yt` are (value, label) ticks; the y label sits above the
+/// panel.
+fn axes(doc: &mut Svg, p: &Panel, xt: &[(f64, String)], yt: &[(f64, String)], xl: &str, yl: &str) {
+    doc.rect((p.left, p.top), (p.width, p.height), "none", "#333");
+    for (v, l) in xt {
+        if let Some((x, _)) = p.map(*v, p.y.min) {
+            doc.line((x, p.top), (x, p.top + p.height), "#e5e5e5", 1.0);
+            doc.text(x, p.top + p.height + 15.0, l, 11.0, "middle", "");
+        }
+    }
+    for (v, l) in yt {
+        if let Some((_, y)) = p.map(p.x.min, *v) {
+            doc.line((p.left, y), (p.left + p.width, y), "#e5e5e5", 1.0);
+            doc.text(p.left - 6.0, y + 4.0, l, 11.0, "end", "");
+        }
+    }
+    doc.text(
+        p.left + p.width / 2.0,
+        p.top + p.height + 32.0,
+        xl,
+        12.0,
+        "middle",
+        "",
+    );
+    doc.text(p.left + 4.0, p.top - 6.0, yl, 12.0, "start", "");
+}
 
-impl Doc {
-    fn new(w: f64, h: f64, title: &str) -> Self {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" font-family="Helvetica, Arial, sans-serif"><rect width="{w:.0}" height="{h:.0}" fill="white"/>"#
+/// Width of every plotted line, px.
+const LINE_WIDTH: f64 = 1.8;
+
+/// A line sample and a label per entry, one per line from (x, y).
+fn legend(doc: &mut Svg, x: f64, y: f64, entries: &[(String, &str, &str)]) {
+    for (i, (label, col, dash)) in entries.iter().enumerate() {
+        let yy = y + 16.0 * i as f64;
+        doc.polyline(
+            &[(x, yy - 4.0), (x + 24.0, yy - 4.0)],
+            col,
+            LINE_WIDTH,
+            Some(dash),
         );
-        let mut d = Self(s);
-        d.text(w / 2.0, 20.0, title, 15.0, "middle");
-        d
-    }
-
-    fn text(&mut self, x: f64, y: f64, s: &str, size: f64, anchor: &str) {
-        if x.is_finite() && y.is_finite() {
-            let _ = writeln!(
-                self.0,
-                r#"<text x="{x:.1}" y="{y:.1}" font-size="{size:.0}" text-anchor="{anchor}">{}</text>"#,
-                escape(s)
-            );
-        }
-    }
-
-    fn line(&mut self, a: (f64, f64), b: (f64, f64), stroke: &str) {
-        if [a.0, a.1, b.0, b.1].iter().all(|v| v.is_finite()) {
-            let _ = writeln!(
-                self.0,
-                r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{stroke}"/>"#,
-                a.0, a.1, b.0, b.1
-            );
-        }
-    }
-
-    fn polyline(&mut self, pts: &[(f64, f64)], stroke: &str, dash: &str) {
-        let mut coords = String::new();
-        for (x, y) in pts.iter().filter(|(x, y)| x.is_finite() && y.is_finite()) {
-            let _ = write!(coords, "{x:.1},{y:.1} ");
-        }
-        if !coords.is_empty() {
-            let _ = writeln!(
-                self.0,
-                r#"<polyline points="{}" fill="none" stroke="{stroke}" stroke-width="1.8" stroke-dasharray="{dash}"/>"#,
-                coords.trim_end()
-            );
-        }
-    }
-
-    /// Frame, ticks and labels; `xt`/`yt` are (value, label) ticks.
-    fn axes(&mut self, p: &Panel, xt: &[(f64, String)], yt: &[(f64, String)], xl: &str, yl: &str) {
-        let _ = writeln!(
-            self.0,
-            r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="none" stroke="#333"/>"##,
-            p.left, p.top, p.width, p.height
-        );
-        for (v, l) in xt {
-            if let Some((x, _)) = p.map(*v, p.y.0) {
-                self.line((x, p.top), (x, p.top + p.height), "#e5e5e5");
-                self.text(x, p.top + p.height + 15.0, l, 11.0, "middle");
-            }
-        }
-        for (v, l) in yt {
-            if let Some((_, y)) = p.map(if p.log_x { 10f64.powf(p.x.0) } else { p.x.0 }, *v) {
-                self.line((p.left, y), (p.left + p.width, y), "#e5e5e5");
-                self.text(p.left - 6.0, y + 4.0, l, 11.0, "end");
-            }
-        }
-        self.text(
-            p.left + p.width / 2.0,
-            p.top + p.height + 32.0,
-            xl,
-            12.0,
-            "middle",
-        );
-        self.text(p.left + 4.0, p.top - 6.0, yl, 12.0, "start");
-    }
-
-    fn legend(&mut self, x: f64, y: f64, entries: &[(String, &str, &str)]) {
-        for (i, (label, col, dash)) in entries.iter().enumerate() {
-            let yy = y + 16.0 * i as f64;
-            self.polyline(&[(x, yy - 4.0), (x + 24.0, yy - 4.0)], col, dash);
-            self.text(x + 30.0, yy, label, 11.0, "start");
-        }
-    }
-
-    fn finish(mut self) -> String {
-        self.0.push_str("</svg>\n");
-        self.0
+        doc.text(x + 30.0, yy, label, 11.0, "start", "");
     }
 }
 
@@ -147,10 +84,7 @@ fn linear_ticks(max: f64, n: usize) -> Vec<(f64, String)> {
     (0..=n * 2)
         .map(|k| k as f64 * step)
         .take_while(|v| *v <= max + 1e-9)
-        .map(|v| {
-            let s = format!("{v:.6}");
-            (v, s.trim_end_matches('0').trim_end_matches('.').to_string())
-        })
+        .map(|v| (v, fmt_tick(v)))
         .collect()
 }
 
@@ -167,7 +101,12 @@ pub fn iw_over_time(res: &IwWebResult) -> String {
     let shown = super::report::shown_subnets(res);
     let (width, panel_h) = (820.0, 170.0);
     let height = 70.0 + panel_h * shown.len() as f64 + 40.0;
-    let mut doc = Doc::new(width, height, "IW chosen over time (per subnet)");
+    let mut doc = Svg::with_style(
+        width,
+        height,
+        "IW chosen over time (per subnet)",
+        Style::COMPACT,
+    );
     let hours = res.config.duration_us as f64 / 3.6e9;
     let bin_h = res.config.bin_us as f64 / 3.6e9;
     for (row, &k) in shown.iter().enumerate() {
@@ -182,9 +121,8 @@ pub fn iw_over_time(res: &IwWebResult) -> String {
             top: 60.0 + panel_h * row as f64,
             width: 560.0,
             height: panel_h - 50.0,
-            x: (0.0, hours),
-            y: (0.0, ymax),
-            log_x: false,
+            x: axis(0.0, hours, false),
+            y: axis(0.0, ymax, false),
         };
         let sub = &res.subnets[k];
         let label = format!(
@@ -196,7 +134,8 @@ pub fn iw_over_time(res: &IwWebResult) -> String {
             2.0 * sub.base_delay_us / 1e3,
             sub.buffer_pkts
         );
-        doc.axes(
+        axes(
+            &mut doc,
             &panel,
             &linear_ticks(hours, 8),
             &linear_ticks(ymax, 4),
@@ -215,7 +154,7 @@ pub fn iw_over_time(res: &IwWebResult) -> String {
                 pts.extend(panel.map(b as f64 * bin_h, y));
                 pts.extend(panel.map((b as f64 + 1.0) * bin_h, y));
             }
-            doc.polyline(&pts, color(*pol), dash(*pol));
+            doc.polyline(&pts, color(*pol), LINE_WIDTH, Some(dash(*pol)));
         }
     }
     let entries: Vec<(String, &str, &str)> = res
@@ -223,13 +162,18 @@ pub fn iw_over_time(res: &IwWebResult) -> String {
         .iter()
         .map(|(p, _)| (p.name().to_string(), color(*p), dash(*p)))
         .collect();
-    doc.legend(650.0, 80.0, &entries);
+    legend(&mut doc, 650.0, 80.0, &entries);
     doc.finish()
 }
 
 /// CDF of response times per policy (log x).
 pub fn response_cdf(res: &IwWebResult) -> String {
-    let mut d = Doc::new(820.0, 480.0, "Response time CDF (all flows)");
+    let mut d = Svg::with_style(
+        820.0,
+        480.0,
+        "Response time CDF (all flows)",
+        Style::COMPACT,
+    );
     let mut all: Vec<(Policy, Vec<f64>)> = Vec::new();
     let (mut lo, mut hi) = (f64::INFINITY, 0.0_f64);
     for (p, runs) in &res.runs {
@@ -254,9 +198,8 @@ pub fn response_cdf(res: &IwWebResult) -> String {
         top: 50.0,
         width: 560.0,
         height: 360.0,
-        x: (lo, hi.max(lo + 1.0)),
-        y: (0.0, 1.0),
-        log_x: true,
+        x: axis(lo, hi.max(lo + 1.0), true),
+        y: axis(0.0, 1.0, false),
     };
     let xt: Vec<(f64, String)> = (lo as i32..=hi as i32)
         .map(|e| (10f64.powi(e), format!("{}", 10f64.powi(e))))
@@ -264,7 +207,14 @@ pub fn response_cdf(res: &IwWebResult) -> String {
     let yt: Vec<(f64, String)> = (0..=5)
         .map(|k| (f64::from(k) * 0.2, format!("{:.1}", f64::from(k) * 0.2)))
         .collect();
-    d.axes(&p, &xt, &yt, "response time, ms (log)", "fraction of flows");
+    axes(
+        &mut d,
+        &p,
+        &xt,
+        &yt,
+        "response time, ms (log)",
+        "fraction of flows",
+    );
     for (pol, v) in &all {
         let n = v.len();
         let step = (n / 400).max(1);
@@ -274,12 +224,12 @@ pub fn response_cdf(res: &IwWebResult) -> String {
             .filter(|(i, _)| i % step == 0 || *i + 1 == n)
             .filter_map(|(i, &x)| p.map(x.max(1e-3), (i + 1) as f64 / n as f64))
             .collect();
-        d.polyline(&pts, color(*pol), "none");
+        d.polyline(&pts, color(*pol), LINE_WIDTH, Some("none"));
     }
     let entries: Vec<(String, &str, &str)> = Policy::ALL
         .iter()
         .map(|p| (p.name().to_string(), color(*p), "none"))
         .collect();
-    d.legend(650.0, 80.0, &entries);
+    legend(&mut d, 650.0, 80.0, &entries);
     d.finish()
 }

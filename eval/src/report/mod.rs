@@ -35,7 +35,7 @@ mod aggregate;
 pub mod choices;
 mod markdown;
 mod plots;
-mod svg;
+pub(crate) mod svg;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
-//! A small hand-written SVG writer: panels with axes, round-number ticks, grid, labels and a
-//! legend. Every coordinate is checked: an element with a non-finite coordinate is skipped, so
-//! no `NaN` or infinity ever reaches the file.
+//! A small hand-written SVG writer, the one every plot of `ccp-eval` uses (the report's and
+//! `iw-web`'s): panels with axes, round-number ticks, grid, labels and a legend. Every
+//! coordinate is checked: an element with a non-finite coordinate is skipped, so no `NaN` or
+//! infinity ever reaches the file. A [`Style`] says how numbers and a few attributes are
+//! written.
 
 use std::fmt::Write as _;
 
@@ -226,9 +228,39 @@ impl Panel {
 /// Tick label formatter.
 pub(crate) type TickFmt = fn(f64) -> String;
 
+/// How a document writes numbers and a few attributes: [`Style::REPORT`] for the report's
+/// plots, [`Style::COMPACT`] for the `iw-web` plots (each keeps the files it always wrote).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Style {
+    /// Decimals of coordinates, lengths and stroke widths.
+    decimals: usize,
+    /// Decimals of font sizes.
+    font_decimals: usize,
+    /// Leaves out what has a default: the background's origin (and it goes on the `<svg>` line),
+    /// a line's stroke width of 1, a polyline's opacity and line join, the title's weight (and
+    /// it sits at y = 20, not 22), and the space before `>` of a text without extra attributes.
+    compact: bool,
+}
+
+impl Style {
+    /// The report's plots: two decimals, bold title.
+    pub(crate) const REPORT: Self = Self {
+        decimals: 2,
+        font_decimals: 1,
+        compact: false,
+    };
+    /// The `iw-web` plots: one decimal, whole font sizes, defaults left out.
+    pub(crate) const COMPACT: Self = Self {
+        decimals: 1,
+        font_decimals: 0,
+        compact: true,
+    };
+}
+
 /// An SVG document being written.
 pub(crate) struct Svg {
     out: String,
+    style: Style,
 }
 
 fn finite(vals: &[f64]) -> bool {
@@ -236,26 +268,37 @@ fn finite(vals: &[f64]) -> bool {
 }
 
 impl Svg {
-    /// A document of the given size with a white background and a title at the top.
+    /// A document of the given size with a white background and a title at the top, in the
+    /// report's style.
     pub(crate) fn new(width: f64, height: f64, title: &str) -> Self {
+        Self::with_style(width, height, title, Style::REPORT)
+    }
+
+    /// A document of the given size with a white background and a title at the top.
+    pub(crate) fn with_style(width: f64, height: f64, title: &str, style: Style) -> Self {
         let mut out = String::new();
-        let _ = writeln!(
+        let _ = write!(
             out,
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="Helvetica, Arial, sans-serif">"#
         );
-        let _ = writeln!(
-            out,
-            r#"<rect x="0" y="0" width="{width:.0}" height="{height:.0}" fill="white"/>"#
-        );
-        let mut s = Self { out };
-        s.text(
-            width / 2.0,
-            22.0,
-            title,
-            15.0,
-            "middle",
-            "font-weight=\"bold\"",
-        );
+        if style.compact {
+            let _ = writeln!(
+                out,
+                r#"<rect width="{width:.0}" height="{height:.0}" fill="white"/>"#
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "\n<rect x=\"0\" y=\"0\" width=\"{width:.0}\" height=\"{height:.0}\" fill=\"white\"/>"
+            );
+        }
+        let mut s = Self { out, style };
+        let (title_y, weight) = if style.compact {
+            (20.0, "")
+        } else {
+            (22.0, "font-weight=\"bold\"")
+        };
+        s.text(width / 2.0, title_y, title, 15.0, "middle", weight);
         s
     }
 
@@ -264,9 +307,15 @@ impl Svg {
         if !finite(&[x, y, size]) {
             return;
         }
+        let (dp, fp) = (self.style.decimals, self.style.font_decimals);
+        let sep = if extra.is_empty() && self.style.compact {
+            ""
+        } else {
+            " "
+        };
         let _ = writeln!(
             self.out,
-            r#"<text x="{x:.2}" y="{y:.2}" font-size="{size:.1}" text-anchor="{anchor}" {extra}>{}</text>"#,
+            r#"<text x="{x:.dp$}" y="{y:.dp$}" font-size="{size:.fp$}" text-anchor="{anchor}"{sep}{extra}>{}</text>"#,
             escape(s)
         );
     }
@@ -282,9 +331,16 @@ impl Svg {
         if !finite(&[x1, y1, x2, y2, width]) {
             return;
         }
+        let dp = self.style.decimals;
+        // A width that prints as 1 is the SVG default.
+        let width = if self.style.compact && (width - 1.0).abs() < 1e-9 {
+            String::new()
+        } else {
+            format!(r#" stroke-width="{width:.dp$}""#)
+        };
         let _ = writeln!(
             self.out,
-            r#"<line x1="{x1:.2}" y1="{y1:.2}" x2="{x2:.2}" y2="{y2:.2}" stroke="{stroke}" stroke-width="{width:.2}"/>"#
+            r#"<line x1="{x1:.dp$}" y1="{y1:.dp$}" x2="{x2:.dp$}" y2="{y2:.dp$}" stroke="{stroke}"{width}/>"#
         );
     }
 
@@ -300,18 +356,19 @@ impl Svg {
         if !finite(&[cx, cy, r, opacity]) {
             return;
         }
+        let dp = self.style.decimals;
         match title {
             Some(t) => {
                 let _ = writeln!(
                     self.out,
-                    r#"<circle cx="{cx:.2}" cy="{cy:.2}" r="{r:.2}" fill="{fill}" fill-opacity="{opacity:.2}" stroke="black" stroke-width="0.8"><title>{}</title></circle>"#,
+                    r#"<circle cx="{cx:.dp$}" cy="{cy:.dp$}" r="{r:.dp$}" fill="{fill}" fill-opacity="{opacity:.2}" stroke="black" stroke-width="0.8"><title>{}</title></circle>"#,
                     escape(t)
                 );
             }
             None => {
                 let _ = writeln!(
                     self.out,
-                    r#"<circle cx="{cx:.2}" cy="{cy:.2}" r="{r:.2}" fill="{fill}" fill-opacity="{opacity:.2}"/>"#
+                    r#"<circle cx="{cx:.dp$}" cy="{cy:.dp$}" r="{r:.dp$}" fill="{fill}" fill-opacity="{opacity:.2}"/>"#
                 );
             }
         }
@@ -328,9 +385,10 @@ impl Svg {
         if !finite(&[x, y, w, h]) || w < 0.0 || h < 0.0 {
             return;
         }
+        let dp = self.style.decimals;
         let _ = writeln!(
             self.out,
-            r#"<rect x="{x:.2}" y="{y:.2}" width="{w:.2}" height="{h:.2}" fill="{fill}" stroke="{stroke}"/>"#
+            r#"<rect x="{x:.dp$}" y="{y:.dp$}" width="{w:.dp$}" height="{h:.dp$}" fill="{fill}" stroke="{stroke}"/>"#
         );
     }
 
@@ -343,11 +401,12 @@ impl Svg {
         width: f64,
         dash: Option<&str>,
     ) {
+        let dp = self.style.decimals;
         let mut coords = String::new();
         let mut n = 0;
         for &(x, y) in pts {
             if x.is_finite() && y.is_finite() {
-                let _ = write!(coords, "{x:.2},{y:.2} ");
+                let _ = write!(coords, "{x:.dp$},{y:.dp$} ");
                 n += 1;
             }
         }
@@ -357,9 +416,14 @@ impl Svg {
         let dash = dash
             .map(|d| format!(r#" stroke-dasharray="{d}""#))
             .unwrap_or_default();
+        let (opacity, join) = if self.style.compact {
+            ("", "")
+        } else {
+            (r#" stroke-opacity="0.9""#, r#" stroke-linejoin="round""#)
+        };
         let _ = writeln!(
             self.out,
-            r#"<polyline points="{}" fill="none" stroke="{stroke}" stroke-opacity="0.9" stroke-width="{width:.2}" stroke-linejoin="round"{dash}/>"#,
+            r#"<polyline points="{}" fill="none" stroke="{stroke}"{opacity} stroke-width="{width:.dp$}"{join}{dash}/>"#,
             coords.trim_end()
         );
     }
@@ -449,6 +513,33 @@ mod tests {
         assert_eq!(fmt_tick(0.1 + 0.2), "0.3");
         assert_eq!(fmt_tick(-2.0), "-2");
         assert_eq!(fmt_pct_tick(0.25), "25%");
+    }
+
+    /// The `iw-web` plots' format, element by element, as they have always been written.
+    #[test]
+    fn compact_style_leaves_defaults_out() {
+        let mut s = Svg::with_style(100.0, 50.0, "T", Style::COMPACT);
+        s.line((1.0, 2.0), (3.0, 4.0), "#e5e5e5", 1.0);
+        s.polyline(&[(1.0, 2.0), (3.0, 4.0)], "red", 1.8, Some("2 3"));
+        s.rect((1.0, 2.0), (3.0, 4.0), "none", "#333");
+        s.text(5.0, 6.0, "x", 11.0, "end", "");
+        assert_eq!(
+            s.finish(),
+            concat!(
+                r#"<svg xmlns="http://www.w3.org/2000/svg" width="100" height="50" viewBox="0 0 100 50" font-family="Helvetica, Arial, sans-serif"><rect width="100" height="50" fill="white"/>"#,
+                "\n",
+                r#"<text x="50.0" y="20.0" font-size="15" text-anchor="middle">T</text>"#,
+                "\n",
+                r##"<line x1="1.0" y1="2.0" x2="3.0" y2="4.0" stroke="#e5e5e5"/>"##,
+                "\n",
+                r#"<polyline points="1.0,2.0 3.0,4.0" fill="none" stroke="red" stroke-width="1.8" stroke-dasharray="2 3"/>"#,
+                "\n",
+                r##"<rect x="1.0" y="2.0" width="3.0" height="4.0" fill="none" stroke="#333"/>"##,
+                "\n",
+                r#"<text x="5.0" y="6.0" font-size="11" text-anchor="end">x</text>"#,
+                "\n</svg>\n"
+            )
+        );
     }
 
     #[test]
