@@ -9,75 +9,27 @@
 //! travels in the first program change, for datapaths that cannot consult the table
 //! themselves.
 //!
-//! With a [`Learner`] installed (`iw.learn = true`), each flow is also followed by a
-//! [`FlowTracker`] from its creation through its reports to its close, which makes the flow
-//! record the learner learns from (see [`crate::learn`]).
+//! With a [`Learner`](crate::learn::Learner) installed (`iw.learn = true`), each flow is also
+//! followed by a [`FlowTracker`] from its creation through its reports to its close, which
+//! makes the flow record the learner learns from (see [`crate::learn`]).
+//!
+//! The table source, [`IwSource`], is defined in [`crate::learn`] beside the learner that
+//! publishes into it (and re-exported here); this module adds flow creation's side. The
+//! dependency goes one way: this module uses the learning loop, the loop knows nothing of
+//! [`WithIw`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use ccp_algorithms::MeasuredFlow;
-use iw_controller::IwTable;
 use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
 
-use crate::config::IpByteOrder;
-use crate::learn::{FlowOpen, FlowTracker, Learner};
+pub use crate::learn::IwSource;
+use crate::learn::{FlowOpen, FlowTracker};
 
-/// A published table and how CREATE encodes the addresses looked up in it.
-type Published = Option<(Arc<IwTable>, IpByteOrder)>;
-
-/// The table new flows are looked up in, replaceable at reload; `None`: leave `init_cwnd`.
-/// With learning on, it also holds the [`Learner`] that new flows report to.
-#[derive(Debug, Clone, Default)]
-pub struct IwSource {
-    slot: Arc<RwLock<Published>>,
-    learner: Arc<RwLock<Option<Arc<Learner>>>>,
-}
-
+/// Flow creation's side of the source: the window a new flow starts with.
 impl IwSource {
-    /// A source with `table` (or none).
-    pub fn new(table: Option<(IwTable, IpByteOrder)>) -> Self {
-        let s = Self::default();
-        s.replace(table);
-        s
-    }
-
-    /// Replaces the table for flows created from now on.
-    pub fn replace(&self, table: Option<(IwTable, IpByteOrder)>) {
-        *self.slot.write().unwrap_or_else(PoisonError::into_inner) =
-            table.map(|(t, o)| (Arc::new(t), o));
-    }
-
-    /// Replaces the table with an already shared one (the learner's).
-    pub fn publish(&self, table: Option<(Arc<IwTable>, IpByteOrder)>) {
-        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = table;
-    }
-
-    /// The learner new flows report to (`None`: learning is off).
-    pub fn learner(&self) -> Option<Arc<Learner>> {
-        self.learner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Installs (or removes) the learner; returns the previous one.
-    pub fn set_learner(&self, learner: Option<Arc<Learner>>) -> Option<Arc<Learner>> {
-        std::mem::replace(
-            &mut *self.learner.write().unwrap_or_else(PoisonError::into_inner),
-            learner,
-        )
-    }
-
-    /// The current table and address encoding.
-    pub fn current(&self) -> Published {
-        self.slot
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
     /// `info` with `init_cwnd = iw * mss` for its destination (unchanged without a table).
     pub fn adjust(&self, info: DatapathInfo) -> DatapathInfo {
         let Some((table, order)) = self.current() else {
@@ -192,7 +144,10 @@ impl<F: Flow + MeasuredFlow> Flow for IwFlow<F> {
 mod tests {
     use std::net::Ipv4Addr;
 
+    use iw_controller::IwTable;
+
     use super::*;
+    use crate::config::IpByteOrder;
 
     fn info(dst: Ipv4Addr, order: IpByteOrder) -> DatapathInfo {
         let dst_ip = match order {

@@ -1,6 +1,6 @@
 //! The IW learning loop (issue 6, TCP-RL §IV "Deployment"): with `iw.learn = true` the agent
 //! records every flow it sees, feeds the records to an [`IwController`] and publishes the
-//! table the controller learns, to flow creation ([`crate::IwSource`]) and, with
+//! table the controller learns, to flow creation ([`IwSource`]) and, with
 //! `iw.kernel_cgroup`, to the kernel's sockops map.
 //!
 //! # What a flow record holds, and where it comes from
@@ -38,17 +38,23 @@ use std::io::Write as _;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use iw_controller::{FlowRecord, IwController, IwTable};
 use tracing::{info, warn};
 
 use crate::config::{ConfigError, IpByteOrder, LearnSettings};
-use crate::iw::IwSource;
 use crate::kernel::KernelIw;
 
 /// Where the learning loop reads the time, µs (injectable so tests need not sleep).
+///
+/// Not the datapath's `ccp_datapath::runtime::Clock`, whose contract differs: that one is
+/// monotonic nanoseconds from an arbitrary origin (virtual time in the simulator) and never goes
+/// back; this one is wall-clock time since the Unix epoch, so that iteration boundaries fall on
+/// the wall clock and records carry wall-clock times, and it follows the system clock when that
+/// is set. It is also shared with the learning thread (`Send + Sync`), and the agent depends on
+/// `ccp-datapath` only with the `kernel` feature.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time, µs on this clock's line.
     fn now_us(&self) -> u64;
@@ -318,6 +324,65 @@ pub struct TickReport {
     pub published: Option<Arc<IwTable>>,
     /// Records appended to the records CSV.
     pub written: usize,
+}
+
+/// A published table and how CREATE encodes the addresses looked up in it.
+type Published = Option<(Arc<IwTable>, IpByteOrder)>;
+
+/// The table new flows are looked up in, replaceable at reload; `None`: leave `init_cwnd`.
+/// With learning on, it also holds the [`Learner`] that new flows report to.
+///
+/// It lives here, beside the learner that publishes into it; flow creation's side
+/// ([`IwSource::adjust`], [`crate::iw::WithIw`]) is in [`crate::iw`], which depends on this
+/// module and never the reverse.
+#[derive(Debug, Clone, Default)]
+pub struct IwSource {
+    slot: Arc<RwLock<Published>>,
+    learner: Arc<RwLock<Option<Arc<Learner>>>>,
+}
+
+impl IwSource {
+    /// A source with `table` (or none).
+    pub fn new(table: Option<(IwTable, IpByteOrder)>) -> Self {
+        let s = Self::default();
+        s.replace(table);
+        s
+    }
+
+    /// Replaces the table for flows created from now on.
+    pub fn replace(&self, table: Option<(IwTable, IpByteOrder)>) {
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) =
+            table.map(|(t, o)| (Arc::new(t), o));
+    }
+
+    /// Replaces the table with an already shared one (the learner's).
+    pub fn publish(&self, table: Option<(Arc<IwTable>, IpByteOrder)>) {
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = table;
+    }
+
+    /// The learner new flows report to (`None`: learning is off).
+    pub fn learner(&self) -> Option<Arc<Learner>> {
+        self.learner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Installs (or removes) the learner; returns the previous one.
+    pub fn set_learner(&self, learner: Option<Arc<Learner>>) -> Option<Arc<Learner>> {
+        std::mem::replace(
+            &mut *self.learner.write().unwrap_or_else(PoisonError::into_inner),
+            learner,
+        )
+    }
+
+    /// The current table and address encoding.
+    pub fn current(&self) -> Published {
+        self.slot
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Where a learned table goes.
