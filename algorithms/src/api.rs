@@ -5,8 +5,9 @@
 //! An algorithm never reads a clock, owns no IPC handle and draws randomness only from the seed
 //! in [`FlowStart`]: time arrives in [`Measurement::now_us`] and [`Handoff::now_us`]. The same
 //! state machine therefore runs in the simulator, against a kernel, and under the selector.
-
-use crate::programs::ProgramSpec;
+//!
+//! This module is the leaf of the crate: it imports nothing from the rest of it. The programs
+//! themselves, their registration and decoders are in [`crate::programs`], which builds on it.
 
 /// A pacing rate as the datapath understands it.
 ///
@@ -134,6 +135,16 @@ impl Handoff {
             in_first_slow_start: true,
         }
     }
+}
+
+/// A named datapath program (DESIGN.md §3.3); the library of them, their registration and
+/// their typed decoder ([`ProgramSpec::decode`]) are in [`crate::programs`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProgramSpec {
+    /// Name portus registers it under (global across the suite).
+    pub name: &'static str,
+    /// Source in the CCP datapath language.
+    pub source: &'static str,
 }
 
 /// One report from the datapath, decoded into typed fields (see [`crate::programs`]).

@@ -22,15 +22,9 @@ use portus::lang::Scope;
 use thiserror::Error;
 
 use crate::api::Measurement;
-
-/// A named datapath program and its decoder.
-#[derive(Debug, PartialEq, Eq)]
-pub struct ProgramSpec {
-    /// Name portus registers it under (global across the suite).
-    pub name: &'static str,
-    /// Source in the CCP datapath language.
-    pub source: &'static str,
-}
+/// Defined in [`crate::api`] (the algorithm trait names it); its registration and decoder are
+/// here.
+pub use crate::api::ProgramSpec;
 
 /// Why a report could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -120,6 +114,7 @@ pub static PER_RTT_URGENT: ProgramSpec = ProgramSpec {
 /// Every program of the library.
 pub static ALL: [&ProgramSpec; 2] = [&PER_RTT, &PER_RTT_URGENT];
 
+/// The library's side of a program: registration and the typed decoder.
 impl ProgramSpec {
     /// The portus registration map of some programs.
     pub fn registration(programs: &[&'static ProgramSpec]) -> HashMap<&'static str, String> {
