@@ -32,7 +32,7 @@ use iw_controller::{FlowRecord, GeoDb, IwConfig, IwController};
 use flowsim::{FlowCache, Outcome, Sender, par_map};
 use workload::{Arrival, PopulationSpec, Subnet};
 
-/// The five policies, in report order.
+/// The six policies, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Policy {
     /// Static IW 10 (RFC 6928).
