@@ -89,9 +89,10 @@ fn one_flow(testbed: &Testbed, cca: &str, span: Duration, procs: &[&Proc]) -> Bo
     })
 }
 
+/// The nearest-rank median (0 for none).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+    percentile(&v, 500).unwrap_or(0.0)
 }
 
 /// `ccp-agent --alg cubic` and `ccp-kernel-datapath` writing its loop samples to `latency`.

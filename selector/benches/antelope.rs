@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ccp_algorithms::Measurement;
+use ccp_datapath::stats::percentile;
 use ccp_selector::antelope::{Antelope, AntelopeConfig, ModelSet, Sample};
 use ccp_selector::{Features, FlowContext, SelectionPolicy};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -85,12 +86,12 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     samples_ns.sort_unstable();
-    let q = |p: f64| samples_ns[((samples_ns.len() - 1) as f64 * p) as usize] as f64 / 1e3;
+    let q = |per_mille| percentile(&samples_ns, per_mille).unwrap_or(0) as f64 / 1e3;
     println!(
         "antelope decision: p50 {:.2} µs, p99 {:.2} µs, p999 {:.2} µs over {} decisions",
-        q(0.5),
-        q(0.99),
-        q(0.999),
+        q(500),
+        q(990),
+        q(999),
         samples_ns.len()
     );
 }

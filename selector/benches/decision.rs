@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ccp_algorithms::Measurement;
+use ccp_datapath::stats::percentile;
 use ccp_selector::onnx::{OnnxModel, OnnxPolicy};
 use ccp_selector::{Features, SelectionPolicy};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -40,13 +41,13 @@ fn decision(c: &mut Criterion) {
         })
         .collect();
     times_ns.sort_unstable();
-    let at = |q: f64| times_ns[((times_ns.len() - 1) as f64 * q) as usize] as f64 / 1e3;
+    let at = |per_mille| percentile(&times_ns, per_mille).unwrap_or(0) as f64 / 1e3;
     println!(
         "onnx decision, 9 candidates, {} samples: median {:.2} us, p99 {:.2} us, max {:.2} us",
         times_ns.len(),
-        at(0.5),
-        at(0.99),
-        at(1.0)
+        at(500),
+        at(990),
+        at(1000)
     );
     c.bench_function("onnx_decision_9_candidates", |b| {
         b.iter(|| {
