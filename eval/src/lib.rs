@@ -7,9 +7,11 @@
 //! [`traces`] generates cellular link traces, and [`demo`] is the real-time end-to-end demo
 //! (a portus agent and the datapath runtime over unix sockets).
 //!
-//! Start reading at [`runner::plan`]; the binary is `src/main.rs`.
+//! Start reading at [`runner::plan`]; the command line is [`cli`] (`src/main.rs` calls
+//! [`cli::main_with`] with the built-in algorithms).
 
 pub mod builtin;
+pub mod cli;
 pub mod demo;
 pub mod iw_web;
 pub mod outdir;

@@ -1,0 +1,448 @@
+//! The `ccp-eval` command line: `list`, `run`, `report`, `demo`, `agent`, `gen-data`, `train`,
+//! as a library function so a researcher's own binary runs it with its algorithms registered
+//! ([`main_with`]).
+//!
+//! Exit codes: 0 success, 1 a run or the demo failed, 2 bad input (scenario file, scheme name,
+//! arguments).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use crate::report::{self, ReportInput};
+use crate::results::{self, FlowRow, SeriesRow, SwapRow};
+use crate::runner::{self, DatapathKind, RunOptions};
+use crate::scenario::Scenario;
+use crate::{builtin, schemes, training};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "ccp-eval",
+    about = "Congestion-control experiments on the CCP simulator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the built-in scenarios and the available schemes.
+    List,
+    /// Run a scenario (a built-in name or a TOML file) and write results and a report.
+    Run {
+        /// Built-in scenario name or path to a scenario file.
+        scenario: String,
+        /// Output directory. The files ccp-eval writes (results.csv, series.csv, summary.json,
+        /// report.md, swaps.csv, selector.md, plots/*.svg, and iw-web's tables and plots) are
+        /// removed from it first, so nothing of an earlier run stays; other files are left
+        /// alone.
+        #[arg(long)]
+        out: PathBuf,
+        /// Worker threads (default: one per core).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
+        /// Run only shard I of N (I/N, 0-based), e.g. 0/4.
+        #[arg(long)]
+        shard: Option<String>,
+        /// Run only this seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Comma-separated schemes instead of the scenario's.
+        #[arg(long, value_delimiter = ',')]
+        schemes: Option<Vec<String>>,
+        /// Real time: pace runs to the wall clock and use an external agent (see `agent`)
+        /// instead of the lock-step one. Results then depend on scheduling.
+        #[arg(long)]
+        realtime: bool,
+        /// With --realtime: the agent's socket name under /tmp/ccp.
+        #[arg(long, default_value = "portus")]
+        agent: String,
+        /// Where flows run: `sim` (the simulator) or `kernel` (real kernel TCP through the
+        /// network-namespace testbed, in real time, one run at a time; needs root and a build
+        /// with `--features kernel`).
+        #[arg(long, value_enum, default_value = "sim")]
+        datapath: DatapathArg,
+    },
+    /// Run a portus agent with every CCP algorithm over unix sockets (/tmp/ccp/<name>) until
+    /// stopped: the external agent for `run --realtime`.
+    Agent {
+        /// Socket name under /tmp/ccp.
+        #[arg(long, default_value = "portus")]
+        name: String,
+    },
+    /// Merge result directories (e.g. shards) and write the report into the first (or --out).
+    Report {
+        /// Directories holding results.csv.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where to write the merged results and report. The files ccp-eval writes are
+        /// removed from it first (when it is one of the input directories, the run's
+        /// swaps.csv, selector.md and plots/cca_*.svg stay); other files are left alone. A
+        /// results.csv that is cut off or does not parse is an error (exit 2).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Real-time demo: a portus agent and the datapath runtime over unix sockets.
+    Demo,
+    /// Antelope's offline data: run a scenario with flows switching among the nine
+    /// candidates at random and write (features, candidate, next reward) to DIR/samples.csv.
+    GenData {
+        /// Built-in scenario name or path to a scenario file.
+        scenario: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Worker threads (default: one per core).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
+    },
+    /// Train a selection policy's models: `train antelope|outcome DIR --out eval/models/<policy>`.
+    Train {
+        /// The policy (`antelope` or `outcome`).
+        policy: String,
+        /// Directory (or file) with samples.csv from `gen-data`.
+        data: PathBuf,
+        /// Where to write the model set.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// `run --datapath`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum DatapathArg {
+    /// The simulator.
+    Sim,
+    /// Real kernel TCP through the network-namespace testbed.
+    Kernel,
+}
+
+/// Runs `ccp-eval` with `registry` as the process's algorithms (parsing the command line): the
+/// binary passes the built-in suite; a researcher's crate passes the suite and its own
+/// algorithm, which then runs as a scheme and a selector candidate (`examples/custom-cca`).
+pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
+    if let Err(e) = ccp_algorithms::registry::install(registry) {
+        return fail(2, &e.to_string());
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,portus=error")),
+        )
+        .try_init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::List => list(),
+        Command::Run {
+            scenario,
+            out,
+            jobs,
+            ..
+        } if scenario == "iw-web" => iw_web(&out, jobs),
+        Command::Run {
+            scenario,
+            out,
+            jobs,
+            shard,
+            seed,
+            schemes,
+            realtime,
+            agent,
+            datapath,
+        } => {
+            let opts = RunOptions {
+                jobs,
+                shard: None,
+                seed,
+                schemes,
+                progress: true,
+                realtime_agent: realtime.then_some(agent),
+                datapath: match datapath {
+                    DatapathArg::Sim => DatapathKind::Sim,
+                    DatapathArg::Kernel => DatapathKind::Kernel,
+                },
+            };
+            run(&scenario, &out, shard.as_deref(), opts)
+        }
+        Command::Agent { name } => {
+            eprintln!("portus agent with every CCP algorithm on /tmp/ccp/{name}; Ctrl-C stops it");
+            match schemes::run_unix_agent(&name) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(1, &format!("agent: {e:?}")),
+            }
+        }
+        Command::Report { dirs, out } => {
+            let out = out.unwrap_or_else(|| dirs[0].clone());
+            match report::report_dirs(&dirs, &out) {
+                Ok(_) => {
+                    println!("report: {}", out.join("report.md").display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(2, &e.to_string()),
+            }
+        }
+        Command::Demo => demo(),
+        Command::GenData {
+            scenario,
+            out,
+            jobs,
+        } => {
+            let scenario = match load_scenario(&scenario) {
+                Ok(s) => s,
+                Err(e) => return fail(2, &e),
+            };
+            match training::gen_data(&scenario, &out, jobs) {
+                Ok(g) => {
+                    println!(
+                        "{} samples, {} outcome samples, {} onnx windows in {}",
+                        g.samples,
+                        g.outcome,
+                        g.windows,
+                        out.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(1, &e),
+            }
+        }
+        Command::Train { policy, data, out } => match training::train(&policy, &data, &out) {
+            Ok(summary) => {
+                println!("{summary}; written to {}", out.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(2, &e),
+        },
+    }
+}
+
+fn fail(code: u8, msg: &str) -> ExitCode {
+    eprintln!("ccp-eval: {msg}");
+    ExitCode::from(code)
+}
+
+fn list() -> ExitCode {
+    println!("scenarios:");
+    for (name, text) in builtin::SCENARIOS {
+        println!("  {name:<18} {}", builtin::description(text));
+    }
+    println!(
+        "  {:<18} TCP-RL initial windows on short web flows (issue 6; its own runner)",
+        "iw-web"
+    );
+    println!("\nschemes:");
+    for s in schemes::available() {
+        println!("  {s:<18} {}", schemes::describe(s));
+    }
+    ExitCode::SUCCESS
+}
+
+fn load_scenario(name: &str) -> Result<Scenario, String> {
+    if let Some(s) = builtin::scenario(name) {
+        return s.map_err(|e| e.to_string());
+    }
+    let path = Path::new(name);
+    if path.exists()
+        || path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+    {
+        return Scenario::load(path).map_err(|e| e.to_string());
+    }
+    Err(format!(
+        "no built-in scenario or file named `{name}` (see `ccp-eval list`)"
+    ))
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--shard {s}: expected I/N, e.g. 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    Ok((
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
+fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> ExitCode {
+    let scenario = match load_scenario(name) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    let shard = match shard.map(parse_shard).transpose() {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    opts.shard = shard;
+    let plan = match runner::plan(&scenario, &opts) {
+        Ok(p) => p,
+        Err(e) => return fail(2, &e.to_string()),
+    };
+    if let Err(e) = prepare_out(out) {
+        return fail(1, &e);
+    }
+    eprintln!(
+        "{}: {} conditions, {} runs{}",
+        scenario.name,
+        scenario.conditions.len(),
+        plan.len(),
+        shard
+            .map(|(i, n)| format!(" (shard {i}/{n})"))
+            .unwrap_or_default()
+    );
+    let started = Instant::now();
+    let output = runner::run(&scenario, &plan, &opts);
+    let secs = started.elapsed().as_secs_f64();
+    let speed = if opts.datapath == DatapathKind::Sim {
+        format!(
+            "; {:.2} M simulated packets/s",
+            output.packets as f64 / secs.max(1e-9) / 1e6
+        )
+    } else {
+        " (real time, kernel TCP)".to_string()
+    };
+    eprintln!(
+        "{} runs ({} failed) in {secs:.1} s wall time{speed}",
+        output.runs, output.failed,
+    );
+    if let Err(e) = write_outputs(out, &scenario.name, &output.rows, &output.series) {
+        return fail(1, &e);
+    }
+    if !output.swaps.is_empty()
+        && let Err(e) = write_choices(out, &scenario, &output.rows, &output.swaps)
+    {
+        return fail(1, &e);
+    }
+    println!("report: {}", out.join("report.md").display());
+    if output.failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Writes `swaps.csv` and `selector.md` (time share per candidate, and the candidate in use
+/// over time per condition in `plots/cca_<condition>.svg`).
+fn write_choices(
+    out: &Path,
+    scenario: &Scenario,
+    rows: &[FlowRow],
+    swaps: &[SwapRow],
+) -> Result<(), String> {
+    use crate::report::choices;
+    results::write_csv(&out.join("swaps.csv"), swaps).map_err(|e| e.to_string())?;
+    let mut md = format!(
+        "# {}: what the selector chose\n\n{}\n",
+        scenario.name,
+        choices::time_share_table(swaps, rows, scenario.duration_s)
+    );
+    let plots = out.join("plots");
+    std::fs::create_dir_all(&plots).map_err(|e| format!("{}: {e}", plots.display()))?;
+    for c in &scenario.conditions {
+        if let Some(svg) = choices::cca_over_time_svg(swaps, &c.id, scenario.duration_s) {
+            let name = format!(
+                "cca_{}.svg",
+                c.id.replace(
+                    |ch: char| !ch.is_ascii_alphanumeric() && ch != '.' && ch != '-',
+                    "_"
+                )
+            );
+            std::fs::write(plots.join(&name), svg).map_err(|e| format!("{name}: {e}"))?;
+            let _ = write!(md, "![{}](plots/{name})\n\n", c.id);
+        }
+    }
+    let path = out.join("selector.md");
+    std::fs::write(&path, md).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Creates the output directory and removes every file the harness owns there
+/// (`crate::outdir`), so no file of an earlier run survives beside the new report and a run
+/// that fails midway leaves nothing that looks complete. Other files stay.
+fn prepare_out(out: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    crate::outdir::clear(out, crate::outdir::Clear::All)
+        .map(|_| ())
+        .map_err(|(path, e)| format!("{}: {e}", path.display()))
+}
+
+/// Writes results.csv and series.csv (each through a temporary file and a rename), then the
+/// report.
+fn write_outputs(
+    out: &Path,
+    title: &str,
+    rows: &[FlowRow],
+    series: &[SeriesRow],
+) -> Result<(), String> {
+    let atomic = |name: &str, write: &dyn Fn(&Path) -> Result<(), results::ResultsError>| {
+        let tmp = out.join(format!(".{name}.tmp"));
+        write(&tmp).map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, out.join(name))
+            .map_err(|e| format!("{}: {e}", out.join(name).display()))
+    };
+    atomic("series.csv", &|p| results::write_csv(p, series))?;
+    atomic("results.csv", &|p| results::write_csv(p, rows))?;
+    report::write_report(
+        out,
+        &ReportInput {
+            title,
+            rows,
+            series,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// `run iw-web`: the initial-window evaluation (`crate::iw_web`).
+fn iw_web(out: &Path, jobs: usize) -> ExitCode {
+    let mut cfg = crate::iw_web::IwWebConfig::full();
+    cfg.threads = jobs;
+    if let Err(e) = prepare_out(out) {
+        return fail(1, &e);
+    }
+    let started = Instant::now();
+    let res = match crate::iw_web::run(&cfg) {
+        Ok(r) => r,
+        Err(e) => return fail(1, &e.to_string()),
+    };
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "iw-web: {} flows x {} policies in {secs:.1} s wall time",
+        res.arrivals.len(),
+        crate::iw_web::Policy::ALL.len()
+    );
+    if let Err(e) = crate::iw_web::report::write(&res, out, secs) {
+        return fail(1, &format!("{}: {e}", out.display()));
+    }
+    println!("report: {}", out.join("report.md").display());
+    ExitCode::SUCCESS
+}
+
+fn demo() -> ExitCode {
+    println!(
+        "CCP end to end: portus agent (AIMD) <-> Rust datapath runtime over /tmp/ccp unix sockets\n"
+    );
+    match crate::demo::run() {
+        Ok(phases) => {
+            println!(
+                "\n{:<30} {:>8} {:>12} {:>9} {:>11} {:>14}",
+                "phase", "time", "cwnd (pkts)", "reports", "agent ACKs", "fallback ACKs"
+            );
+            for p in &phases {
+                println!(
+                    "{:<30} {:>6}ms {:>12} {:>9} {:>11} {:>14}",
+                    p.name,
+                    p.elapsed.as_millis(),
+                    p.cwnd_bytes / 1448,
+                    p.reports,
+                    p.agent_acks,
+                    p.fallback_acks
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, &format!("demo: {e}")),
+    }
+}
