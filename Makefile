@@ -18,7 +18,21 @@ export ORT_DYLIB_PATH ?= $(CURDIR)/$(VENV)/lib/$(PYTHON_DIR)/site-packages/onnxr
 # Tells the onnx tests that a missing library is a failure, not a skip.
 export CCP_ONNX_REQUIRED := 1
 
-.PHONY: run test deps bench demo venv onnx-example models
+.PHONY: all build run test deps bench demo venv onnx-example models
+
+# `ccp-agent/kernel` and `ccp-eval/kernel` enable `ccp-datapath/kernel` too (the agent's
+# `iw.kernel_cgroup` and `ccp-kernel-datapath`, the harness's `run --datapath kernel`); all are
+# named so each crate's kernel code is built and tested.
+KERNEL_FEATURES := --features ccp-datapath/kernel,ccp-agent/kernel,ccp-eval/kernel
+# The harness alone (what `make run` and `make models` run), with its kernel mode.
+EVAL := $(CARGO) run --release -q -p ccp-eval --features kernel --
+
+# `make`: every binary the README shows, with everything they can do (`ccp-eval run --datapath
+# kernel`, `ccp-agent` with `iw.kernel_cgroup`, `ccp-kernel-datapath`), in target/release/.
+all: build
+
+build: deps
+	$(CARGO) build --release --workspace $(KERNEL_FEATURES)
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -34,9 +48,9 @@ deps:
 # earlier training data wrong); about 75 s.
 MODELS := eval/models/antelope/manifest.json eval/models/outcome/manifest.json
 $(MODELS) &: eval/models.version
-	$(CARGO) run --release -q -p ccp-eval -- gen-data antelope-train --out results/antelope-train
-	$(CARGO) run --release -q -p ccp-eval -- train antelope results/antelope-train --out eval/models/antelope
-	$(CARGO) run --release -q -p ccp-eval -- train outcome results/antelope-train --out eval/models/outcome
+	$(EVAL) gen-data antelope-train --out results/antelope-train
+	$(EVAL) train antelope results/antelope-train --out eval/models/antelope
+	$(EVAL) train outcome results/antelope-train --out eval/models/outcome
 
 models: deps $(MODELS)
 
@@ -52,20 +66,16 @@ venv:
 # (results/antelope-train/onnx.csv: explore flows' 8-report windows labelled with the
 # condition's best candidate alone).
 onnx-example: venv
-	[ -f results/antelope-train/onnx.csv ] || $(CARGO) run --release -q -p ccp-eval -- gen-data antelope-train --out results/antelope-train
+	[ -f results/antelope-train/onnx.csv ] || $(EVAL) gen-data antelope-train --out results/antelope-train
 	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
 	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace
 
 run: deps venv models
-	$(CARGO) run --release -q -p ccp-eval -- run quick --out results/quick
+	$(EVAL) run quick --out results/quick
 
 demo: deps
-	$(CARGO) run --release -q -p ccp-eval -- demo
+	$(EVAL) demo
 
-# `ccp-agent/kernel` and `ccp-eval/kernel` enable `ccp-datapath/kernel` too (the agent's
-# `iw.kernel_cgroup` and `ccp-kernel-datapath`, the harness's `run --datapath kernel`); all are
-# named so each crate's kernel code is built and tested.
-KERNEL_FEATURES := --features ccp-datapath/kernel,ccp-agent/kernel,ccp-eval/kernel
 
 test: deps venv
 	$(CARGO) fmt --all --check
