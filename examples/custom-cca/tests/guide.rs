@@ -28,7 +28,10 @@ fn every_file_the_guide_shows_is_the_file_in_the_repository() {
             block.push('\n');
         }
         let file = std::fs::read_to_string(root.join(path)).unwrap();
-        assert_eq!(block, file, "{path} differs from what docs/writing-a-cca.md shows");
+        assert_eq!(
+            block, file,
+            "{path} differs from what docs/writing-a-cca.md shows"
+        );
         shown += 1;
     }
     assert_eq!(shown, 5, "the guide shows the template's five files");
