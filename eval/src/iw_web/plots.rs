@@ -1,5 +1,5 @@
 //! SVG plots of the `iw-web` report: polylines on linear or log axes, written with the report's
-//! SVG writer ([`crate::report::svg`]) in its compact style; no `NaN` or infinity reaches the
+//! SVG writer (`report::svg`) in its compact style; no `NaN` or infinity reaches the
 //! file: non-finite points are skipped.
 
 use super::{IwWebResult, Policy};
