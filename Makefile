@@ -55,12 +55,29 @@ $(MODELS) &: eval/models.version
 models: deps $(MODELS)
 
 
+# The Python package `ccp_suite` (python/, PyO3): maturin builds it into an abi3 wheel, installed
+# into the venv again when a source of the suite changed since the stamp (or it does not import).
+MATURIN_VERSION := 1.16.0
+PYTEST_VERSION := 9.2.0
+PY_STAMP := $(VENV)/.ccp_suite.stamp
+PY_SOURCES := $(shell find python algorithms datapath eval agent selector iw-controller \( -name '*.rs' -o -name '*.toml' -o -name '*.pyi' \) -print) Cargo.toml Cargo.lock
+
 venv:
 	@if ! { [ -f "$$ORT_DYLIB_PATH" ] && $(VENV)/bin/python -c 'import onnxruntime, sklearn, skl2onnx, numpy; assert onnxruntime.__version__ == "$(ONNXRUNTIME_VERSION)"' 2>/dev/null; }; then \
 	  echo "creating $(VENV) with $(PY_PACKAGES)"; \
 	  rm -rf $(VENV) && python3 -m venv $(VENV) && $(VENV)/bin/pip install -q $(PY_PACKAGES) && \
 	  test -f "$$ORT_DYLIB_PATH" || { echo "no ONNX Runtime library at $$ORT_DYLIB_PATH"; exit 1; }; \
 	fi
+	@$(VENV)/bin/python -c 'import importlib.metadata as m; assert (m.version("maturin"), m.version("pytest")) == ("$(MATURIN_VERSION)", "$(PYTEST_VERSION)")' 2>/dev/null || \
+	  $(VENV)/bin/pip install -q maturin==$(MATURIN_VERSION) pytest==$(PYTEST_VERSION)
+	@$(VENV)/bin/python -c 'import ccp_suite' 2>/dev/null || rm -f $(PY_STAMP)
+	@$(MAKE) --no-print-directory $(PY_STAMP)
+
+$(PY_STAMP): $(PY_SOURCES)
+	rm -rf target/py-wheel
+	$(VENV)/bin/maturin build --release -q -m python/Cargo.toml -i $(VENV)/bin/python --compatibility linux -o target/py-wheel
+	$(VENV)/bin/pip install -q --force-reinstall --no-deps target/py-wheel/ccp_suite-*.whl
+	touch $@
 
 # Regenerates the example model of the onnx policy from `gen-data`'s feature windows
 # (results/antelope-train/onnx.csv: explore flows' 8-report windows labelled with the
@@ -82,6 +99,7 @@ test: deps venv
 	$(CARGO) clippy --workspace --all-targets $(KERNEL_FEATURES) -- -D warnings
 	$(CARGO) test --workspace $(KERNEL_FEATURES)
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q $(KERNEL_FEATURES)
+	$(VENV)/bin/python -m pytest -q python/tests
 
 bench: deps
 	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent
