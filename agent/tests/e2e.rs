@@ -16,9 +16,8 @@ use std::process::Command;
 
 mod common;
 
-use ccp_datapath::agent::SyntheticFlow;
 use common::Agent;
-use common::runtime::{Dp, MSS, datapath, open_flow};
+use common::runtime::{Dp, MSS, assert_controlled, datapath, open_flow};
 
 /// A fresh folder for one test's config files.
 fn config_dir(tag: &str) -> PathBuf {
@@ -45,25 +44,6 @@ fn write_config(dir: &Path, policy: &str, iw: u32) -> PathBuf {
     )
     .unwrap();
     path
-}
-
-/// Plays `n` ACKs on `flow` and checks the agent answered: every ACK under its program and the
-/// window grew (Cubic, or whatever the flow runs, in slow start on a loss-free flow).
-fn assert_controlled(dp: &mut Dp, flow: &mut SyntheticFlow, n: u64) {
-    let (acks, cwnd) = (flow.agent_acks, flow.cwnd_bytes);
-    flow.run(dp, n).unwrap();
-    assert!(!dp.in_fallback(), "datapath fell back: agent silent");
-    assert!(
-        flow.agent_acks >= acks + n * 9 / 10,
-        "flow {} left agent control: {} of {n} ACKs",
-        flow.sid,
-        flow.agent_acks - acks
-    );
-    assert!(
-        flow.cwnd_bytes > cwnd,
-        "flow {}: window never grew from {cwnd}",
-        flow.sid
-    );
 }
 
 #[test]

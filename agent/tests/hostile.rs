@@ -23,10 +23,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use ccp_algorithms::api::SplitMix64;
-use ccp_datapath::agent::SyntheticFlow;
 use ccp_datapath::runtime::{Control, FlowInfo, Primitives};
 use common::Agent;
-use common::runtime::{DATAPATH_IW, Dp, MSS, datapath, open_flow};
+use common::runtime::{DATAPATH_IW, MSS, assert_controlled, datapath, open_flow};
 
 /// portus's receive buffer: a datagram this long or longer may have been cut.
 const PORTUS_RECV_BUF: usize = 1024;
@@ -42,20 +41,6 @@ fn config(tag: &str) -> PathBuf {
 
 fn remove_config(config: &Path) {
     std::fs::remove_dir_all(config.parent().unwrap()).unwrap();
-}
-
-/// Plays `n` ACKs and checks every one ran under the agent's program and the window grew.
-fn assert_controlled(dp: &mut Dp, flow: &mut SyntheticFlow, n: u64) {
-    let (acks, cwnd) = (flow.agent_acks, flow.cwnd_bytes);
-    flow.run(dp, n).unwrap();
-    assert!(!dp.in_fallback(), "datapath fell back: agent silent");
-    assert!(
-        flow.agent_acks >= acks + n * 9 / 10,
-        "flow {} left agent control: {} of {n} ACKs",
-        flow.sid,
-        flow.agent_acks - acks
-    );
-    assert!(flow.cwnd_bytes > cwnd, "flow {}: window stuck", flow.sid);
 }
 
 /// The suite's seeded generator, with the draws this test makes.

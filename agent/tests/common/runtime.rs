@@ -68,3 +68,22 @@ pub(crate) fn open_flow(dp: &mut Dp, dst: Ipv4Addr, alg: Option<&str>) -> (Synth
     };
     (flow, cwnd)
 }
+
+/// Plays `n` ACKs on `flow` and checks the agent answered: every ACK under its program and the
+/// window grew (Cubic, or whatever the flow runs, in slow start on a loss-free flow).
+pub(crate) fn assert_controlled(dp: &mut Dp, flow: &mut SyntheticFlow, n: u64) {
+    let (acks, cwnd) = (flow.agent_acks, flow.cwnd_bytes);
+    flow.run(dp, n).unwrap();
+    assert!(!dp.in_fallback(), "datapath fell back: agent silent");
+    assert!(
+        flow.agent_acks >= acks + n * 9 / 10,
+        "flow {} left agent control: {} of {n} ACKs",
+        flow.sid,
+        flow.agent_acks - acks
+    );
+    assert!(
+        flow.cwnd_bytes > cwnd,
+        "flow {}: window never grew from {cwnd}",
+        flow.sid
+    );
+}
