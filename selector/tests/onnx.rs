@@ -88,56 +88,78 @@ fn example_model_loads_and_matches_its_sidecar() {
 }
 
 #[test]
-fn decisions_match_the_python_model() {
-    let Some((model, names)) = load() else { return };
+fn decisions_match_the_python_model_in_any_candidate_order() {
+    let Some((_, model_names)) = load() else {
+        return;
+    };
     let refs = sidecar().references;
     assert!(refs.len() >= 3);
-    for r in refs {
-        let mut policy = OnnxPolicy::new(model.clone(), r.current);
-        let mut last = Decision::Stay;
-        for (i, rep) in r.reports.iter().enumerate() {
-            let m = Measurement {
-                now_us: rep.now_us,
-                acked_bytes: rep.acked_bytes,
-                sacked_bytes: rep.sacked_bytes,
-                lost_pkts: rep.lost_pkts,
-                timeout: rep.timeout,
-                rtt_us: rep.rtt_us,
-                min_rtt_us: rep.min_rtt_us,
-                rate_incoming_bytes_per_sec: rep.rate_incoming_bytes_per_sec,
-                ..Measurement::default()
-            };
-            last = policy.decide(&Features {
-                measurement: &m,
-                current: r.current,
-                candidates: &names,
-                now_us: rep.now_us,
-                srtt_us: rep.rtt_us,
-                reports: i as u64 + 1,
-            });
-        }
-        // The Rust featurizer builds the same window as the Python mirror...
-        for (a, b) in policy.window().iter().zip(&r.input) {
-            assert!((a - b).abs() < 1e-5, "{}: window {a} vs {b}", r.name);
-        }
-        // ...the runtime gives the scores Python's onnxruntime gave...
-        for (a, b) in policy.scores().iter().zip(&r.scores) {
-            assert!((a - b).abs() < 1e-4, "{}: score {a} vs {b}", r.name);
-        }
-        // ...and the decision is sklearn's prediction (Stay when it is the current one).
-        assert_eq!(
-            argmax(policy.scores()),
-            Some(r.sklearn_argmax),
-            "{}",
-            r.name
-        );
-        let want = if r.sklearn_argmax == r.current {
-            Decision::Stay
-        } else {
-            Decision::SwitchTo(r.sklearn_argmax)
+    // The model's order, the suite's (the agent's default: reno first) and the reverse: the
+    // selector's candidates are mapped to the model's by name.
+    let suite: Vec<&'static str> = ccp_algorithms::suite().iter().map(|c| c.name()).collect();
+    assert_ne!(suite, model_names);
+    let mut reversed = model_names.clone();
+    reversed.reverse();
+    for order in [model_names.clone(), suite, reversed] {
+        let model = Arc::new(OnnxModel::load(&model_path(), &order).unwrap());
+        let pos = |model_index: usize| {
+            order
+                .iter()
+                .position(|n| *n == model_names[model_index])
+                .unwrap()
         };
-        assert_eq!(last, want, "{}", r.name);
-        assert_eq!(policy.errors(), 0);
+        for r in &refs {
+            let current = pos(r.current);
+            let mut policy = OnnxPolicy::new(model.clone(), current);
+            let mut last = Decision::Stay;
+            for (i, rep) in r.reports.iter().enumerate() {
+                let m = Measurement {
+                    now_us: rep.now_us,
+                    acked_bytes: rep.acked_bytes,
+                    sacked_bytes: rep.sacked_bytes,
+                    lost_pkts: rep.lost_pkts,
+                    timeout: rep.timeout,
+                    rtt_us: rep.rtt_us,
+                    min_rtt_us: rep.min_rtt_us,
+                    rate_incoming_bytes_per_sec: rep.rate_incoming_bytes_per_sec,
+                    ..Measurement::default()
+                };
+                last = policy.decide(&Features {
+                    measurement: &m,
+                    current,
+                    candidates: &order,
+                    now_us: rep.now_us,
+                    srtt_us: rep.rtt_us,
+                    reports: i as u64 + 1,
+                });
+            }
+            // The Rust featurizer builds the same window as the Python mirror (in the model's
+            // order)...
+            for (a, b) in policy.window().iter().zip(&r.input) {
+                assert!((a - b).abs() < 1e-5, "{}: window {a} vs {b}", r.name);
+            }
+            // ...the runtime gives the scores Python's onnxruntime gave, in the selector's
+            // order...
+            for (k, name) in order.iter().enumerate() {
+                let m = model_names.iter().position(|n| n == name).unwrap();
+                let (got, want) = (policy.scores()[k], r.scores[m]);
+                assert!(
+                    (got - want).abs() < 1e-4,
+                    "{}: {name}: {got} vs {want}",
+                    r.name
+                );
+            }
+            // ...and the decision is sklearn's prediction (Stay when it is the current one).
+            let best = pos(r.sklearn_argmax);
+            assert_eq!(argmax(policy.scores()), Some(best), "{}", r.name);
+            let want = if best == current {
+                Decision::Stay
+            } else {
+                Decision::SwitchTo(best)
+            };
+            assert_eq!(last, want, "{} with {order:?}", r.name);
+            assert_eq!(policy.errors(), 0);
+        }
     }
 }
 
@@ -185,6 +207,16 @@ fn wrong_candidates_are_a_mismatch_naming_both() {
         "{msg}"
     );
     assert!(msg.contains("expected") && msg.contains("vivace"), "{msg}");
+    // The same number of candidates, one different: refused, saying any order would do.
+    let mut other = names.clone();
+    other[8] = "reno";
+    let msg = OnnxModel::load(&model_path(), &other)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("candidates") && msg.contains("any order"),
+        "{msg}"
+    );
 }
 
 #[test]
