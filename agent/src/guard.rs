@@ -1,8 +1,8 @@
 //! A filter in front of portus: every datagram from a datapath is checked before portus
 //! decodes it, and only exactly one well-formed READY, CREATE or MEASURE gets through.
 //!
-//! portus 0.9 trusts what it receives. An INSTALL or UPDATE_FIELD sent *to* the agent reaches
-//! `unimplemented!()`/`unreachable!()`; a header type is read as a `u16` and cut to a `u8`
+//! portus 0.9 trusts what it receives. An INSTALL or UPDATE_FIELD sent *to* the agent panics
+//! in portus's decoder (it has no decoder for messages an agent only sends); a header type is read as a `u16` and cut to a `u8`
 //! (258 becomes INSTALL); a CREATE shorter than its fixed size, or whose algorithm name has no
 //! NUL, slices out of range; and any message that fails to decode (a non-UTF-8 name, a MEASURE
 //! body that is not a whole number of fields) ends the run loop ("The IPC channel has
