@@ -68,9 +68,14 @@ pub fn resolve(name: &str) -> Option<Scheme> {
     match name {
         NATIVE_RENO => Some(Scheme::Reno),
         NATIVE_CUBIC => Some(Scheme::Cubic),
-        _ if all().iter().any(|(n, _)| *n == name) => Some(Scheme::Ccp {
-            alg: name.to_string(),
-        }),
+        _ if name == AIMD_NAME
+            || registry::global().get(name).is_some()
+            || selectors::SCHEMES.iter().any(|(n, _)| *n == name) =>
+        {
+            Some(Scheme::Ccp {
+                alg: name.to_string(),
+            })
+        }
         _ => None,
     }
 }

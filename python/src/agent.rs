@@ -141,9 +141,11 @@ pub(crate) fn serve(py: Python<'_>, agent_name: &str, alg: &str) -> PyResult<PyA
     Ok(agent)
 }
 
-/// One flow of the datapath runtime against the agent at `agent_name`, asking for `alg`:
-/// ACKs of one MSS at `rtt_us` every 200 µs of real time until `acks` ran under the agent's
-/// control (or `timeout_s` passed). Returns counts and the window.
+/// Plays one flow of the suite's datapath runtime against the agent at `agent_name` in real
+/// time, asking for `alg`: ACKs of one MSS at `rtt_us` every 200 µs until `acks` ran under the
+/// agent's control (or `timeout_s` passed). Returns counts and the window.
+#[pyfunction]
+#[pyo3(signature = (agent_name, alg = None, acks = 200, rtt_us = 10_000, timeout_s = 20.0))]
 pub(crate) fn datapath_flow<'py>(
     py: Python<'py>,
     agent_name: &str,

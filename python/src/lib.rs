@@ -55,21 +55,6 @@ fn serve(py: Python<'_>, agent_name: &str, alg: &str) -> PyResult<agent::PyAgent
     agent::serve(py, agent_name, alg)
 }
 
-/// Plays one flow of the suite's datapath runtime against the agent at `agent_name` in real
-/// time, asking for `alg`, until `acks` ACKs ran under the agent's control.
-#[pyfunction]
-#[pyo3(signature = (agent_name, alg = None, acks = 200, rtt_us = 10_000, timeout_s = 20.0))]
-fn datapath_flow<'py>(
-    py: Python<'py>,
-    agent_name: &str,
-    alg: Option<String>,
-    acks: u64,
-    rtt_us: u64,
-    timeout_s: f64,
-) -> PyResult<Bound<'py, PyDict>> {
-    agent::datapath_flow(py, agent_name, alg, acks, rtt_us, timeout_s)
-}
-
 /// Every algorithm of the process registry, in order (installs it).
 #[pyfunction]
 fn algorithms() -> PyResult<Vec<&'static str>> {
@@ -101,7 +86,7 @@ fn ccp_suite(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(register, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;
-    m.add_function(wrap_pyfunction!(datapath_flow, m)?)?;
+    m.add_function(wrap_pyfunction!(agent::datapath_flow, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(candidates, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
