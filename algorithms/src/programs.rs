@@ -197,8 +197,6 @@ mod tests {
         for p in crate::registered_programs() {
             names.insert(p.name);
         }
-        // The agent that ships the suite also registers the datapath crate's AIMD test program.
-        names.insert(ccp_datapath::agent::AIMD_PROGRAM);
         assert!(
             names.len() <= MAX_PROGRAMS,
             "{} programs: {names:?}",

@@ -12,14 +12,18 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ccp_datapath::agent::{self, Aimd, SyntheticFlow, demo_config};
+#[path = "support/aimd.rs"]
+mod aimd;
+
+use aimd::Aimd;
+use ccp_datapath::agent::{self, SyntheticFlow, demo_config};
 use ccp_datapath::runtime::{ChannelTransport, Datapath, MonotonicClock, Transport, UnixTransport};
 
 const MSS: u32 = 1448;
 const INIT_CWND: u32 = 10 * MSS;
 
 fn start_flow<T: Transport>(dp: &mut Datapath<T, MonotonicClock>) -> SyntheticFlow {
-    SyntheticFlow::start(dp, agent::AIMD_NAME, MSS, INIT_CWND).expect("create flow")
+    SyntheticFlow::start(dp, aimd::AIMD_NAME, MSS, INIT_CWND).expect("create flow")
 }
 
 fn init_tracing() {
@@ -175,7 +179,8 @@ fn unix_agent_controls_the_flow_survives_its_death_and_is_taken_back() {
 
 #[test]
 fn simulator_in_real_time_with_an_agent_over_unix_sockets() {
-    use ccp_datapath::sim::{FlowSpec, LinkRate, LinkSpec, Scheme, SimConfig, Simulation};
+    use ccp_datapath::netem::{FlowSpec, LinkRate, LinkSpec, Network, NetworkSpec, Scheme};
+    use ccp_datapath::sim::RealtimeSimulator;
 
     init_tracing();
     let pid = std::process::id();
@@ -184,7 +189,7 @@ fn simulator_in_real_time_with_an_agent_over_unix_sockets() {
     let counters = alg.counters.clone();
     let handle = agent::spawn_unix_agent(alg, &agent_name).expect("agent");
     let transport = UnixTransport::bind(&format!("rt-dp-{pid}"), &agent_name).expect("bind");
-    let cfg = SimConfig {
+    let spec = NetworkSpec {
         seed: 1,
         duration_ns: 1_500_000_000,
         link: LinkSpec {
@@ -194,20 +199,18 @@ fn simulator_in_real_time_with_an_agent_over_unix_sockets() {
         },
         flows: vec![FlowSpec::bulk(
             Scheme::Ccp {
-                alg: agent::AIMD_NAME.into(),
+                alg: aimd::AIMD_NAME.into(),
             },
             10_000_000,
         )],
         changes: Vec::new(),
-        agent_latency_ns: 0,
         ack_aggregation_ns: 0,
         sample_interval_ns: 0,
-        datapath: demo_config(),
     };
     let started = std::time::Instant::now();
-    let r = Simulation::new_realtime(cfg, transport)
-        .expect("sim")
-        .run()
+    let r = RealtimeSimulator::new(transport)
+        .with_datapath(demo_config())
+        .run(spec)
         .expect("run");
     let wall = started.elapsed();
     let reports = counters.reports.load(Ordering::Relaxed);

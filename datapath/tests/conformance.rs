@@ -6,7 +6,7 @@
 //! of that invocation, or none), whether the program faulted and how, and every MEASURE message
 //! (reports and flow closes) bit for bit.
 //!
-//! The corpus: the AIMD program of [`ccp_datapath::agent`], portus's own integration-test
+//! The corpus: the AIMD program of the tests' `support/aimd.rs`, portus's own integration-test
 //! programs (basic, preset, timing, twoflow, update, volatile), hand-written programs covering
 //! every operation, fault and register kind, and a thousand cases of programs generated from a
 //! grammar by a seeded xorshift PRNG (the test prints the counts), some of them switching
@@ -48,6 +48,9 @@ use std::fmt::Write as _;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+#[path = "support/aimd.rs"]
+mod aimd;
 
 use ccp_datapath::runtime::transport::{RecvError, SendError};
 use ccp_datapath::runtime::vm::VmError;
@@ -1308,7 +1311,7 @@ fn hand_cases() -> Vec<Case> {
     let s = Src::new;
     let mut cases = Vec::new();
 
-    let mut aimd = Case::new("agent AIMD", vec![s(ccp_datapath::agent::AIMD_PROGRAM_SRC)]);
+    let mut aimd = Case::new("agent AIMD", vec![s(aimd::AIMD_PROGRAM_SRC)]);
     aimd.tick_ns = (0, 30_000_000);
     cases.push(aimd);
 
@@ -1387,7 +1390,7 @@ fn hand_cases() -> Vec<Case> {
         "program switching",
         vec![
             s(ALL_OPS),
-            s(ccp_datapath::agent::AIMD_PROGRAM_SRC),
+            s(aimd::AIMD_PROGRAM_SRC),
             s(CONTROLLED),
             s(TIMERS),
         ],

@@ -21,7 +21,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ccp_datapath::agent::{self, Aimd, demo_config};
+#[path = "support/aimd.rs"]
+mod aimd;
+
+use aimd::Aimd;
+use ccp_datapath::agent::{self, demo_config};
 use ccp_datapath::kernel::{
     CCA_NAME, KernelBridge, KernelDatapath, Record, RecordKind, SockOps, sockops, tcp,
 };
@@ -270,7 +274,7 @@ fn aimd_agent_drives_a_kernel_flow() {
     let counters = alg.counters.clone();
     let handle = agent::spawn_channel_agent(alg, agent_end).expect("agent");
     let runtime = Datapath::new(demo_config(), transport, MonotonicClock::new());
-    let mut bridge = KernelBridge::new(k, runtime, Some(agent::AIMD_NAME.to_owned()));
+    let mut bridge = KernelBridge::new(k, runtime, Some(aimd::AIMD_NAME.to_owned()));
 
     let t = Transfer::start();
     // Run until the agent has sent a few windows, then a little more.

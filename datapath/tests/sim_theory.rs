@@ -4,7 +4,10 @@
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use ccp_datapath::agent::Aimd;
+#[path = "support/aimd.rs"]
+mod aimd;
+
+use aimd::Aimd;
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
     FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation, Trace,

@@ -1,4 +1,4 @@
-//! The end-to-end demo behind `make run`: a portus agent (the AIMD test algorithm) and our
+//! The end-to-end demo behind `make run`: a portus agent (Reno of `ccp-algorithms`) and our
 //! datapath runtime exchange CCP messages over unix datagram sockets while a synthetic flow
 //! plays ACKs in real time. Midway the agent is killed (the flow falls back and keeps its
 //! window moving), then a new agent starts on the same socket and takes the flow back.
@@ -7,7 +7,8 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use ccp_datapath::agent::{self, Aimd, SyntheticFlow, demo_config};
+use ccp_algorithms::{AlgorithmConfig, Ccp, RenoConfig};
+use ccp_datapath::agent::{self, SyntheticFlow, demo_config};
 use ccp_datapath::runtime::{Datapath, MonotonicClock, RuntimeError, UnixTransport};
 
 const MSS_BYTES: u32 = 1448;
@@ -66,14 +67,14 @@ pub struct Phase {
 pub fn run() -> Result<Vec<Phase>, DemoError> {
     let pid = std::process::id();
     let agent_name = format!("demo-agent-{pid}");
-    let alg = Aimd::default();
-    let counters = alg.counters.clone();
+    let alg = Ccp::new(RenoConfig::default());
+    let counters = alg.counters();
     let agent1 = agent::spawn_unix_agent(alg, &agent_name)
         .map_err(|e| DemoError::Agent(format!("{e:?}")))?;
     let transport =
         UnixTransport::bind(&format!("demo-dp-{pid}"), &agent_name).map_err(DemoError::Bind)?;
     let mut dp = Datapath::new(demo_config(), transport, MonotonicClock::new());
-    let mut flow = SyntheticFlow::start(&mut dp, agent::AIMD_NAME, MSS_BYTES, INIT_CWND_BYTES)?;
+    let mut flow = SyntheticFlow::start(&mut dp, RenoConfig::NAME, MSS_BYTES, INIT_CWND_BYTES)?;
     let mut rec = Recorder::new();
 
     let wait = Duration::from_secs(5);
@@ -108,8 +109,8 @@ pub fn run() -> Result<Vec<Phase>, DemoError> {
         counters.reports.load(Ordering::Relaxed),
     );
 
-    let alg2 = Aimd::default();
-    let counters2 = alg2.counters.clone();
+    let alg2 = Ccp::new(RenoConfig::default());
+    let counters2 = alg2.counters();
     let agent2 = agent::spawn_unix_agent(alg2, &agent_name)
         .map_err(|e| DemoError::Agent(format!("{e:?}")))?;
     rec.reports_mark = 0;

@@ -7,7 +7,7 @@
 //! `ccp_eval::cli::main_with`) is a scheme with no further wiring, and so is every selector.
 
 use ccp_algorithms::registry::{self, AskedFor, ByName, NameTap};
-use ccp_datapath::agent::{AIMD_NAME, Aimd};
+use ccp_algorithms::{Ccp, RenoConfig};
 use ccp_datapath::runtime::transport::AgentChannels;
 use ccp_datapath::sim::{LockstepAgent, Scheme};
 
@@ -27,15 +27,11 @@ const NATIVE: &[(&str, &str)] = &[
     ),
 ];
 
-/// The agent's default algorithm (flows that name none), also a scheme.
-const AIMD_DESCRIPTION: &str = "AIMD test algorithm (one MSS per RTT, halve on loss)";
-
-/// Every scheme with its description: built-ins, the agent's default, the registry's
-/// algorithms (prefixed `CCP:`), the selectors.
+/// Every scheme with its description: built-ins, the registry's algorithms (prefixed `CCP:`),
+/// the selectors.
 fn all() -> Vec<(&'static str, String)> {
     let mut v: Vec<(&'static str, String)> =
         NATIVE.iter().map(|(n, d)| (*n, (*d).to_string())).collect();
-    v.push((AIMD_NAME, format!("CCP: {AIMD_DESCRIPTION}")));
     for e in registry::global().entries() {
         v.push((e.name, format!("CCP: {}", e.description)));
     }
@@ -68,8 +64,7 @@ pub fn resolve(name: &str) -> Option<Scheme> {
     match name {
         NATIVE_RENO => Some(Scheme::Reno),
         NATIVE_CUBIC => Some(Scheme::Cubic),
-        _ if name == AIMD_NAME
-            || registry::global().get(name).is_some()
+        _ if registry::global().get(name).is_some()
             || selectors::SCHEMES.iter().any(|(n, _)| *n == name) =>
         {
             Some(Scheme::Ccp {
@@ -90,10 +85,14 @@ pub fn describe(name: &str) -> String {
 }
 
 /// Every CCP algorithm as portus's default: the process registry's by the name a CREATE asks
-/// for (noted by a [`NameTap`] holding `asked`), AIMD for any other name (one list for every
+/// for (noted by a [`NameTap`] holding `asked`), Reno for any other name (one list for every
 /// kind of agent).
-fn every_algorithm(asked: AskedFor) -> ByName<Aimd> {
-    ByName::new(registry::global().clone(), asked, Aimd::default())
+fn every_algorithm(asked: AskedFor) -> ByName<Ccp<RenoConfig>> {
+    ByName::new(
+        registry::global().clone(),
+        asked,
+        Ccp::new(RenoConfig::default()),
+    )
 }
 
 /// A portus `RunBuilder` over `sock` (behind a [`NameTap`]) with [`every_algorithm`] as its
@@ -164,7 +163,7 @@ mod tests {
     use super::*;
     use ccp_datapath::sim::{FlowSpec, LinkRate, LinkSpec, SimConfig, Simulation};
 
-    fn run_alone(name: &str) -> ccp_datapath::sim::FlowResult {
+    fn run_alone(scheme: Scheme) -> ccp_datapath::sim::FlowResult {
         let cfg = SimConfig {
             seed: 1,
             duration_ns: 2_000_000_000,
@@ -173,7 +172,7 @@ mod tests {
                 buffer_bytes: 100_000,
                 loss: 0.0,
             },
-            flows: vec![FlowSpec::bulk(resolve(name).unwrap(), 20_000_000)],
+            flows: vec![FlowSpec::bulk(scheme, 20_000_000)],
             changes: Vec::new(),
             agent_latency_ns: 0,
             ack_aggregation_ns: 0,
@@ -189,21 +188,25 @@ mod tests {
 
     #[test]
     fn every_ccp_scheme_is_registered_with_the_agent() {
-        // portus runs its default algorithm (AIMD) for a name it does not know, and runs are
-        // deterministic: a scheme whose run is identical to AIMD's is not registered.
-        let aimd = run_alone(AIMD_NAME);
+        // A name the registry does not know runs Reno, and runs are deterministic: a scheme
+        // whose run is identical to that is not registered (Reno itself excepted).
+        let unknown = run_alone(Scheme::Ccp {
+            alg: "no-such-algorithm".into(),
+        });
+        assert!(unknown.delivered_bytes > 100_000);
         for name in registry::global().names() {
-            let r = run_alone(name);
+            let r = run_alone(resolve(name).unwrap());
             assert!(r.delivered_bytes > 100_000, "{name} moved no data");
             assert_eq!(r.vm_faults, 0, "{name}");
-            assert!(
-                r.rtt_samples_us != aimd.rtt_samples_us,
-                "{name} ran exactly like the default algorithm: not registered?"
+            assert_eq!(
+                r.rtt_samples_us == unknown.rtt_samples_us,
+                name == "reno",
+                "{name}: ran like the default algorithm (not registered?), or reno did not"
             );
         }
         assert_eq!(
             available().len(),
-            NATIVE.len() + 1 + registry::global().entries().len() + selectors::SCHEMES.len()
+            NATIVE.len() + registry::global().entries().len() + selectors::SCHEMES.len()
         );
     }
 }

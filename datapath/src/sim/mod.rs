@@ -7,18 +7,24 @@
 //! datapath runtime the primitives ccp-kernel gives libccp. A portus agent can run in
 //! lock-step with virtual time ([`lockstep`]), so a run depends on its seed only.
 //!
-//! Start reading at [`network::Simulation`]. The same seed gives the same result bit for bit.
+//! What a run is and what it gives back are [`crate::netem`]'s types (re-exported here); the
+//! simulator is one [`crate::netem::Network`] ([`Simulator`]; [`RealtimeSimulator`] paces it
+//! to the wall clock for an external agent). Start reading at [`network::Simulation`]. The
+//! same seed gives the same result bit for bit.
 
 pub mod cubic;
 pub mod link;
 pub mod lockstep;
 pub mod network;
+pub mod realtime;
 pub mod rng;
 pub mod tcp;
 
-pub use link::{LinkRate, Trace, WIRE_OVERHEAD_BYTES};
-pub use lockstep::LockstepAgent;
-pub use network::{
-    FlowResult, FlowSpec, LinkSpec, PathChange, Sample, Scheme, SimConfig, SimError, SimResult,
-    Simulation,
+pub use crate::netem::{
+    FlowResult, FlowSpec, LinkRate, LinkSpec, NetworkResult, NetworkSpec, PathChange, Sample,
+    Scheme, Trace,
 };
+pub use link::WIRE_OVERHEAD_BYTES;
+pub use lockstep::LockstepAgent;
+pub use network::{SimConfig, SimError, SimResult, Simulation, Simulator};
+pub use realtime::RealtimeSimulator;

@@ -8,103 +8,27 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use super::cubic::BuiltinCubic;
-use super::link::{Admit, Bottleneck, LinkPacket, LinkRate, WIRE_OVERHEAD_BYTES};
+use super::link::{Admit, Bottleneck, LinkPacket, WIRE_OVERHEAD_BYTES};
 use super::lockstep::{LockstepAgent, LockstepError};
 use super::rng::Rng;
 use super::tcp::Sender;
+use crate::netem::{
+    FlowResult, FlowSpec, LinkSpec, Network, NetworkResult, NetworkSpec, PathChange, Sample, Scheme,
+};
 use crate::runtime::fallback::RenoFallback;
 use crate::runtime::transport::{NoAgent, RecvError, SendError, Transport, UnixTransport};
 use crate::runtime::{
     Control as RuntimeControl, Datapath, DatapathConfig, FlowInfo, ManualClock, RuntimeError,
 };
 
-/// The bottleneck.
-#[derive(Debug, Clone)]
-pub struct LinkSpec {
-    /// Drain rate.
-    pub rate: LinkRate,
-    /// Drop-tail buffer, bytes.
-    pub buffer_bytes: u64,
-    /// Random loss probability on entry.
-    pub loss: f64,
-}
+/// The simulator's name for a [`NetworkResult`].
+pub type SimResult = NetworkResult;
 
-/// How a flow's window is decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scheme {
-    /// The CCP agent's algorithm of this name (through the datapath runtime).
-    Ccp {
-        /// Algorithm name as registered with portus.
-        alg: String,
-    },
-    /// Built-in Reno with no agent (the runtime's fallback rule).
-    Reno,
-    /// Built-in Linux-like Cubic with no agent ([`super::cubic`]).
-    Cubic,
-    /// A constant window, bytes.
-    Fixed {
-        /// Window, bytes.
-        cwnd_bytes: u32,
-    },
-}
-
-/// One flow.
-#[derive(Debug, Clone)]
-pub struct FlowSpec {
-    /// Window control.
-    pub scheme: Scheme,
-    /// Start time, ns.
-    pub start_ns: u64,
-    /// Bytes to send (`None`: until the end of the run).
-    pub size_bytes: Option<u64>,
-    /// One-way propagation delay, ns (the minimum RTT is twice this plus serialization).
-    pub one_way_delay_ns: u64,
-    /// Segment size, bytes.
-    pub mss_bytes: u32,
-    /// Initial window, bytes.
-    pub init_cwnd_bytes: u32,
-    /// Application on/off periods `(on_ns, off_ns)`: during "off" the application gives no new
-    /// data (the flow is application-limited; retransmissions still go). `None`: always on.
-    pub on_off_ns: Option<(u64, u64)>,
-}
-
-impl FlowSpec {
-    /// A long-running flow from time 0 with 1448-byte segments and a 10-segment initial window.
-    pub fn bulk(scheme: Scheme, one_way_delay_ns: u64) -> Self {
-        Self {
-            scheme,
-            start_ns: 0,
-            size_bytes: None,
-            one_way_delay_ns,
-            mss_bytes: 1448,
-            init_cwnd_bytes: 10 * 1448,
-            on_off_ns: None,
-        }
-    }
-}
-
-/// A change of the path at a point in time (TCP-RL's changing-path experiment). Fields left
-/// `None` keep their value. A new delay applies to packets sent from then on.
-#[derive(Debug, Clone, Default)]
-pub struct PathChange {
-    /// When, ns.
-    pub at_ns: u64,
-    /// New bottleneck rate.
-    pub rate: Option<LinkRate>,
-    /// New one-way propagation delay of every flow, ns.
-    pub one_way_delay_ns: Option<u64>,
-    /// New random loss probability.
-    pub loss: Option<f64>,
-    /// New buffer size, bytes.
-    pub buffer_bytes: Option<u64>,
-}
-
-/// A whole run.
+/// A whole run in the simulator: a [`NetworkSpec`]'s fields and the simulator's own.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     /// Seed of every random choice.
@@ -128,6 +52,67 @@ pub struct SimConfig {
     pub datapath: DatapathConfig,
 }
 
+impl SimConfig {
+    /// `spec` with the simulator's settings: an agent answering after `agent_latency_ns`,
+    /// the datapath runtime's `datapath`.
+    pub fn from_spec(spec: NetworkSpec, agent_latency_ns: u64, datapath: DatapathConfig) -> Self {
+        Self {
+            seed: spec.seed,
+            duration_ns: spec.duration_ns,
+            link: spec.link,
+            flows: spec.flows,
+            changes: spec.changes,
+            agent_latency_ns,
+            ack_aggregation_ns: spec.ack_aggregation_ns,
+            sample_interval_ns: spec.sample_interval_ns,
+            datapath,
+        }
+    }
+}
+
+/// The simulator as a [`Network`]: virtual time, CCP flows driven by a portus agent in
+/// lock-step ([`LockstepAgent`]); a run depends on its seed only.
+pub struct Simulator {
+    agent: Option<LockstepAgent>,
+    agent_latency_ns: u64,
+    datapath: DatapathConfig,
+}
+
+impl Simulator {
+    /// A simulator whose CCP flows `agent` drives (required if any flow uses [`Scheme::Ccp`]),
+    /// answering at once, with the runtime's default settings.
+    pub fn new(agent: Option<LockstepAgent>) -> Self {
+        Self {
+            agent,
+            agent_latency_ns: 0,
+            datapath: DatapathConfig::default(),
+        }
+    }
+
+    /// The agent's answers reach the datapath `ns` after the report left it.
+    #[must_use]
+    pub fn with_agent_latency_ns(mut self, ns: u64) -> Self {
+        self.agent_latency_ns = ns;
+        self
+    }
+
+    /// The datapath runtime's settings.
+    #[must_use]
+    pub fn with_datapath(mut self, datapath: DatapathConfig) -> Self {
+        self.datapath = datapath;
+        self
+    }
+}
+
+impl Network for Simulator {
+    type Error = SimError;
+
+    fn run(self, spec: NetworkSpec) -> Result<NetworkResult, SimError> {
+        let cfg = SimConfig::from_spec(spec, self.agent_latency_ns, self.datapath);
+        Simulation::new(cfg, self.agent)?.run()
+    }
+}
+
 /// Why a run failed.
 #[derive(Debug, Error)]
 pub enum SimError {
@@ -140,107 +125,6 @@ pub enum SimError {
     /// The datapath runtime refused an operation.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
-}
-
-/// One point of a flow's time series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sample {
-    /// Time, ns.
-    pub t_ns: u64,
-    /// Window, bytes.
-    pub cwnd_bytes: u32,
-    /// Bytes delivered so far.
-    pub delivered_bytes: u64,
-}
-
-/// What happened to one flow.
-#[derive(Debug, Clone, Default)]
-pub struct FlowResult {
-    /// Start time, ns.
-    pub start_ns: u64,
-    /// When its last byte was delivered, ns (finite flows).
-    pub completion_ns: Option<u64>,
-    /// Bytes delivered to the receiver.
-    pub delivered_bytes: u64,
-    /// Packets sent (retransmissions included).
-    pub packets_sent: u64,
-    /// Packets the bottleneck dropped (tail drop and random loss).
-    pub packets_dropped: u64,
-    /// Packets the sender declared lost.
-    pub packets_lost: u64,
-    /// Retransmitted segments.
-    pub retransmits: u64,
-    /// Retransmission timeouts.
-    pub timeouts: u64,
-    /// Every RTT sample, µs.
-    pub rtt_samples_us: Vec<u32>,
-    /// Time each delivered packet spent in the bottleneck queue before its service, µs.
-    pub queue_delay_samples_us: Vec<u32>,
-    /// Smallest RTT seen, ns.
-    pub min_rtt_ns: u64,
-    /// Time series (see [`SimConfig::sample_interval_ns`]).
-    pub series: Vec<Sample>,
-    /// ACKs on which a program fault stopped the flow's invocation.
-    pub vm_faults: u64,
-    /// CCP flows: ACKs an agent's program handled.
-    pub agent_acks: u64,
-    /// CCP flows: ACKs the datapath's built-in fallback rule handled (no agent, agent silent,
-    /// or no program installed yet).
-    pub fallback_acks: u64,
-    /// CCP flows: time under the fallback rule, ns: from the flow's start (or its last ACK)
-    /// to each ACK the fallback rule handled.
-    pub fallback_ns: u64,
-    /// CCP flows: times an agent took control from the fallback rule (1 for a flow the agent
-    /// controlled from its first ACK to its last; more after an agent died and came back).
-    pub takeovers: u64,
-}
-
-impl FlowResult {
-    /// Mean goodput over the flow's active time, bits per second.
-    pub fn throughput_bps(&self, end_ns: u64) -> f64 {
-        let end = self.completion_ns.unwrap_or(end_ns);
-        let secs = end.saturating_sub(self.start_ns) as f64 / 1e9;
-        if secs <= 0.0 {
-            0.0
-        } else {
-            self.delivered_bytes as f64 * 8.0 / secs
-        }
-    }
-
-    /// Mean RTT, µs.
-    pub fn mean_rtt_us(&self) -> f64 {
-        mean(&self.rtt_samples_us)
-    }
-
-    /// Mean queueing delay, µs.
-    pub fn mean_queue_delay_us(&self) -> f64 {
-        mean(&self.queue_delay_samples_us)
-    }
-}
-
-fn mean(v: &[u32]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64
-    }
-}
-
-/// What happened in a run.
-#[derive(Debug, Clone, Default)]
-pub struct SimResult {
-    /// Per flow, in configuration order.
-    pub flows: Vec<FlowResult>,
-    /// Virtual time simulated, ns.
-    pub duration_ns: u64,
-    /// Events processed.
-    pub events: u64,
-    /// Packets offered to the bottleneck.
-    pub link_packets: u64,
-    /// Tail drops.
-    pub tail_drops: u64,
-    /// Random losses.
-    pub random_drops: u64,
 }
 
 /// The datapath runtime's transport inside the simulator.
@@ -336,8 +220,6 @@ impl FlowState {
 /// A simulation ready to run.
 pub struct Simulation {
     cfg: SimConfig,
-    /// Real-time mode: the wall-clock instant virtual time 0 maps to.
-    wall_start: Option<Instant>,
     /// The lock-step agent, until the run starts it.
     agent: Option<LockstepAgent>,
     now: u64,
@@ -367,19 +249,18 @@ impl Simulation {
             Some(_) => SimTransport::Outbox(VecDeque::new()),
             None => SimTransport::None(NoAgent),
         };
-        let mut sim = Self::build(cfg, transport, false);
+        let mut sim = Self::build(cfg, transport);
         sim.agent = agent;
         Ok(sim)
     }
 
-    /// Builds a run paced to the wall clock whose CCP flows talk to an external agent (its own
-    /// process, e.g. `ccp-eval agent`) over a unix socket: for demos. Results then depend on
-    /// scheduling and are not reproducible; the lock-step mode of [`Simulation::new`] is.
-    pub fn new_realtime(cfg: SimConfig, transport: UnixTransport) -> Result<Self, SimError> {
-        Ok(Self::build(cfg, SimTransport::Unix(transport), true))
+    /// Builds a run whose CCP flows talk to an external agent over a unix socket; the caller
+    /// paces it ([`super::realtime`]).
+    pub(crate) fn with_unix_agent(cfg: SimConfig, transport: UnixTransport) -> Self {
+        Self::build(cfg, SimTransport::Unix(transport))
     }
 
-    fn build(cfg: SimConfig, transport: SimTransport, realtime: bool) -> Self {
+    fn build(cfg: SimConfig, transport: SimTransport) -> Self {
         let clock = ManualClock::new(0);
         let dp = Datapath::new(cfg.datapath.clone(), transport, clock.clone());
         let link = Bottleneck::new(
@@ -408,7 +289,6 @@ impl Simulation {
             })
             .collect();
         let mut sim = Self {
-            wall_start: realtime.then(Instant::now),
             agent: None,
             now: 0,
             seq: 0,
@@ -456,9 +336,6 @@ impl Simulation {
         };
         if t > self.cfg.duration_ns {
             return Ok(false);
-        }
-        if let Some(start) = self.wall_start {
-            self.wait_for_wall_clock(start, t);
         }
         self.now = t;
         self.clock.set_ns(t);
@@ -517,17 +394,14 @@ impl Simulation {
         }
     }
 
-    /// Real-time mode: sleeps until wall time catches up with `t_ns`, taking in the agent's
-    /// messages meanwhile.
-    fn wait_for_wall_clock(&mut self, start: Instant, t_ns: u64) {
-        loop {
-            self.dp.poll();
-            let elapsed = start.elapsed().as_nanos() as u64;
-            if elapsed >= t_ns {
-                return;
-            }
-            std::thread::sleep(Duration::from_nanos((t_ns - elapsed).min(200_000)));
-        }
+    /// When the next event is due, ns (`None`: no event left).
+    pub(crate) fn next_event_ns(&self) -> Option<u64> {
+        self.queue.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// Takes in whatever an external agent sent (real-time mode).
+    pub(crate) fn poll_agent(&mut self) {
+        self.dp.poll();
     }
 
     fn deliver_answers(&mut self) {

@@ -1,5 +1,6 @@
 //! Runs a scenario: every condition with every scheme and seed, in parallel, each run a
-//! simulation whose flows become [`FlowRow`]s.
+//! [`ccp_datapath::netem::NetworkSpec`] on a network (the simulator, or the kernel testbed)
+//! whose flows become [`FlowRow`]s.
 //!
 //! A run that fails or panics becomes rows with status `failed: <why>`; the others go on.
 //! `--shard I/N` keeps the jobs whose index is I modulo N, so N machines can split a scenario
@@ -16,10 +17,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use ccp_datapath::runtime::{DatapathConfig, UnixTransport};
-use ccp_datapath::sim::{
-    FlowResult, FlowSpec, LinkRate, LinkSpec, PathChange, Scheme, SimConfig, Simulation,
+use ccp_datapath::netem::{
+    FlowResult, FlowSpec, LinkRate, LinkSpec, Network, NetworkSpec, PathChange, Scheme,
 };
+use ccp_datapath::runtime::UnixTransport;
+use ccp_datapath::sim::{RealtimeSimulator, Simulator};
 use ccp_datapath::stats::percentile_unsorted;
 use thiserror::Error;
 
@@ -369,71 +371,101 @@ fn flow_specs(
     out
 }
 
+/// A job's network run: the spec both datapaths run, each flow's (role, scheme name, spec),
+/// and the bottleneck's mean rate at the start, bit/s.
+struct Planned {
+    spec: NetworkSpec,
+    flows: Vec<(&'static str, String, FlowSpec)>,
+    capacity_bps: u64,
+}
+
+/// What a job runs, in the one vocabulary of [`ccp_datapath::netem`].
+fn plan_network(scenario: &Scenario, cond: &Condition, job: &Job) -> Planned {
+    let (link, capacity_bps) = link_for(cond);
+    let owd = (cond.rtt_ms * 1e6 / 2.0) as u64;
+    let flows = flow_specs(scenario, &job.scheme, owd);
+    let spec = NetworkSpec {
+        seed: job.seed,
+        duration_ns: (scenario.duration_s * 1e9) as u64,
+        link,
+        flows: flows.iter().map(|(_, _, f)| f.clone()).collect(),
+        changes: path_changes(cond),
+        ack_aggregation_ns: (cond.ack_aggregation_ms * 1e6) as u64,
+        sample_interval_ns: scenario.series_interval_ms * 1_000_000,
+    };
+    Planned {
+        spec,
+        flows,
+        capacity_bps,
+    }
+}
+
+impl Planned {
+    /// Whether any flow needs an agent.
+    fn needs_agent(&self) -> bool {
+        self.spec
+            .flows
+            .iter()
+            .any(|f| matches!(f.scheme, Scheme::Ccp { .. }))
+    }
+
+    /// Runs the spec on `network` and turns the result into the job's rows.
+    fn run_on<N: Network>(
+        self,
+        network: N,
+        scenario: &Scenario,
+        cond: &Condition,
+        job: &Job,
+        selectors: Option<&selectors::RunSelectors>,
+    ) -> Result<JobOutput, String> {
+        let first_rate = self.spec.link.rate.clone();
+        let buffer_bytes = self.spec.link.buffer_bytes;
+        let duration_ns = self.spec.duration_ns;
+        let result = network.run(self.spec).map_err(|e| e.to_string())?;
+        let swaps = selectors
+            .map(|s| swap_rows(s, scenario, cond, job))
+            .unwrap_or_default();
+        Ok(job_output(
+            scenario,
+            cond,
+            job,
+            &Finished {
+                flows: &self.flows,
+                results: &result.flows,
+                duration_ns,
+                capacity_bps: self.capacity_bps,
+                first_rate: &first_rate,
+                buffer_bytes,
+            },
+            swaps,
+            result.link_packets,
+        ))
+    }
+}
+
+/// Runs a job in the simulator: virtual time with a lock-step agent, or real time with the
+/// external agent of `--realtime`.
 fn simulate(
     scenario: &Scenario,
     cond: &Condition,
     job: &Job,
     opts: &RunOptions,
 ) -> Result<JobOutput, String> {
-    let (link, capacity_bps) = link_for(cond);
-    let first_rate = link.rate.clone();
-    let owd = (cond.rtt_ms * 1e6 / 2.0) as u64;
-    let flows = flow_specs(scenario, &job.scheme, owd);
-    let buffer_bytes = link.buffer_bytes;
-    let needs_agent = flows
-        .iter()
-        .any(|(_, _, f)| matches!(f.scheme, Scheme::Ccp { .. }));
-    let realtime = match &opts.realtime_agent {
-        Some(agent_name) => {
-            let own = format!("ccp-eval-{}-{}", std::process::id(), job.index);
-            Some(UnixTransport::bind(&own, agent_name).map_err(|e| format!("bind {own}: {e}"))?)
-        }
-        None => None,
-    };
-    let (agent, selectors) = (needs_agent && realtime.is_none())
-        .then(schemes::agent)
-        .unzip();
-    let duration_ns = (scenario.duration_s * 1e9) as u64;
-    let changes = path_changes(cond);
-    let cfg = SimConfig {
-        seed: job.seed,
-        duration_ns,
-        link,
-        flows: flows.iter().map(|(_, _, f)| f.clone()).collect(),
-        changes,
-        agent_latency_ns: 0,
-        ack_aggregation_ns: (cond.ack_aggregation_ms * 1e6) as u64,
-        sample_interval_ns: scenario.series_interval_ms * 1_000_000,
-        datapath: DatapathConfig::default(),
-    };
-    let sim = match realtime {
-        Some(transport) => Simulation::new_realtime(cfg, transport),
-        None => Simulation::new(cfg, agent),
-    };
-    let result = sim
-        .map_err(|e| e.to_string())?
-        .run()
-        .map_err(|e| e.to_string())?;
-    let swaps = selectors
-        .as_ref()
-        .map(|s| swap_rows(s, scenario, cond, job))
-        .unwrap_or_default();
-
-    Ok(job_output(
+    let planned = plan_network(scenario, cond, job);
+    if let Some(agent_name) = &opts.realtime_agent {
+        let own = format!("ccp-eval-{}-{}", std::process::id(), job.index);
+        let transport =
+            UnixTransport::bind(&own, agent_name).map_err(|e| format!("bind {own}: {e}"))?;
+        return planned.run_on(RealtimeSimulator::new(transport), scenario, cond, job, None);
+    }
+    let (agent, selectors) = planned.needs_agent().then(schemes::agent).unzip();
+    planned.run_on(
+        Simulator::new(agent),
         scenario,
         cond,
         job,
-        &Finished {
-            flows: &flows,
-            results: &result.flows,
-            duration_ns,
-            capacity_bps,
-            first_rate: &first_rate,
-            buffer_bytes,
-        },
-        swaps,
-        result.link_packets,
-    ))
+        selectors.as_ref(),
+    )
 }
 
 /// A finished run's flows, from either datapath: what rows and series are made of.

@@ -33,6 +33,11 @@
 //! [`Testbed::set_link`] changes any of this during a run (a path change mid-flow): new rates
 //! apply at once, new delays to frames arriving from then on.
 //!
+//! # As a network ([`KernelNetwork`])
+//! The simulator's run description ([`crate::netem::NetworkSpec`]) runs here unchanged behind
+//! the same trait ([`crate::netem::Network`]) and gives the same result type: `ccp-eval run
+//! --datapath kernel` is the simulator's runner with this network in its place.
+//!
 //! # Traffic ([`transfer`])
 //! [`Testbed::start`] runs [`FlowSpec`]s: each flow is a TCP connection from the sender
 //! namespace to a sink in the receiver namespace with its own congestion control (set with
@@ -50,6 +55,7 @@
 //! [`TestbedError::is_unavailable`] tells a caller to skip rather than fail.
 
 mod netns;
+mod network;
 mod qdisc;
 mod relay;
 pub mod transfer;
@@ -64,6 +70,7 @@ use thiserror::Error;
 
 use crate::sim::LinkRate;
 pub use crate::sim::Trace;
+pub use network::{KernelNetwork, KernelNetworkError};
 pub use relay::{DirectionStats, LATE_AFTER};
 pub use transfer::{Amount, FlowResult, FlowSpec, InfoSample, Run, SeriesPoint, SocketHook};
 
@@ -223,7 +230,7 @@ impl Bandwidth {
 
 impl From<LinkRate> for Bandwidth {
     /// The simulator's link rate on the testbed. A trace keeps its opportunities, but each one
-    /// carries [`TRACE_OPPORTUNITY_BYTES`] here and [`crate::sim::link::TRACE_MTU_BYTES`] in
+    /// carries [`TRACE_OPPORTUNITY_BYTES`] here and [`crate::netem::TRACE_MTU_BYTES`] in
     /// the simulator.
     fn from(rate: LinkRate) -> Self {
         match rate {
