@@ -17,6 +17,9 @@ PYTHON_DIR := $(shell python3 -c 'import sys; print("python%d.%d" % sys.version_
 export ORT_DYLIB_PATH ?= $(CURDIR)/$(VENV)/lib/$(PYTHON_DIR)/site-packages/onnxruntime/capi/libonnxruntime.so.$(ONNXRUNTIME_VERSION)
 # Tells the onnx tests that a missing library is a failure, not a skip.
 export CCP_ONNX_REQUIRED := 1
+# `ccp-eval run --ray` (docs/scale.md): Ray in the venv; its test must not skip.
+RAY_VERSION := 2.60.0
+export CCP_RAY_REQUIRED := 1
 
 .PHONY: all build run test deps bench demo venv onnx-example models
 
@@ -70,6 +73,8 @@ venv:
 	fi
 	@$(VENV)/bin/python -c 'import importlib.metadata as m; assert (m.version("maturin"), m.version("pytest")) == ("$(MATURIN_VERSION)", "$(PYTEST_VERSION)")' 2>/dev/null || \
 	  $(VENV)/bin/pip install -q maturin==$(MATURIN_VERSION) pytest==$(PYTEST_VERSION)
+	@$(VENV)/bin/python -c 'import importlib.metadata as m; assert m.version("ray") == "$(RAY_VERSION)"' 2>/dev/null || \
+	  $(VENV)/bin/pip install -q ray==$(RAY_VERSION)
 	@$(VENV)/bin/python -c 'import ccp_suite' 2>/dev/null || rm -f $(PY_STAMP)
 	@$(MAKE) --no-print-directory $(PY_STAMP)
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use crate::ray::RayOptions;
 use crate::report::{self, ReportInput};
 use crate::results::{self, FlowRow, SeriesRow, SwapRow};
 use crate::runner::{self, DatapathKind, RunOptions};
@@ -65,6 +66,15 @@ enum Command {
         /// with `--features kernel`).
         #[arg(long, value_enum, default_value = "sim")]
         datapath: DatapathArg,
+        /// Run the shards as tasks on a Ray cluster (at ADDRESS, e.g. `ray://head:10001` or
+        /// `auto`; a local cluster of --jobs CPUs when no address is given) and merge them into
+        /// the output a local run writes. Needs a Python with `ray` (`$CCP_PYTHON`, else the
+        /// checkout's `.venv`, which `make venv` builds); docs/scale.md.
+        #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "ADDRESS")]
+        ray: Option<String>,
+        /// With --ray: the number of shards (Ray tasks).
+        #[arg(long, default_value_t = 8)]
+        ray_shards: usize,
     },
     /// Run a portus agent with every CCP algorithm over unix sockets (/tmp/ccp/<name>) until
     /// stopped: the external agent for `run --realtime`.
@@ -153,6 +163,8 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             realtime,
             agent,
             datapath,
+            ray,
+            ray_shards,
         } => {
             let opts = RunOptions {
                 jobs,
@@ -166,7 +178,8 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
                     DatapathArg::Kernel => DatapathKind::Kernel,
                 },
             };
-            run(&scenario, &out, shard.as_deref(), opts)
+            let ray = ray.map(|address| RayOptions::from_cli(address, ray_shards, jobs));
+            run(&scenario, &out, shard.as_deref(), ray.as_ref(), opts)
         }
         Command::Agent { name } => {
             eprintln!("portus agent with every CCP algorithm on /tmp/ccp/{name}; Ctrl-C stops it");
@@ -266,7 +279,22 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     ))
 }
 
-fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> ExitCode {
+fn run(
+    name: &str,
+    out: &Path,
+    shard: Option<&str>,
+    ray: Option<&RayOptions>,
+    mut opts: RunOptions,
+) -> ExitCode {
+    if ray.is_some()
+        && (shard.is_some() || opts.realtime_agent.is_some() || opts.datapath != DatapathKind::Sim)
+    {
+        return fail(
+            2,
+            "--ray runs simulated shards of its own: not with --shard, --realtime or --datapath \
+             kernel",
+        );
+    }
     let scenario = match load_scenario(name) {
         Ok(s) => s,
         Err(e) => return fail(2, &e),
@@ -293,9 +321,26 @@ fn run(name: &str, out: &Path, shard: Option<&str>, mut opts: RunOptions) -> Exi
             .unwrap_or_default()
     );
     let started = Instant::now();
-    let output = runner::run(&scenario, &plan, &opts);
+    let output = match ray {
+        Some(r) => {
+            let mut args = Vec::new();
+            if let Some(seed) = opts.seed {
+                args.extend(["--seed".to_string(), seed.to_string()]);
+            }
+            if let Some(s) = &opts.schemes {
+                args.extend(["--schemes".to_string(), s.join(",")]);
+            }
+            match crate::ray::run(name, &scenario, &plan, &args, r, &out.join(".ray-shards")) {
+                Ok(o) => o,
+                Err(e) => return fail(1, &e),
+            }
+        }
+        None => runner::run(&scenario, &plan, &opts),
+    };
     let secs = started.elapsed().as_secs_f64();
-    let speed = if opts.datapath == DatapathKind::Sim {
+    let speed = if ray.is_some() {
+        " on Ray".to_string()
+    } else if opts.datapath == DatapathKind::Sim {
         format!(
             "; {:.2} M simulated packets/s",
             output.packets as f64 / secs.max(1e-9) / 1e6

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod demo;
 pub mod iw_web;
 pub mod outdir;
+pub mod ray;
 pub mod report;
 pub mod results;
 pub mod runner;
