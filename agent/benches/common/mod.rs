@@ -34,6 +34,11 @@ impl Proc {
         Ok(me)
     }
 
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
     /// User + system CPU time of the process so far, seconds.
     pub(crate) fn cpu_s(&self) -> f64 {
         let stat =
