@@ -336,7 +336,7 @@ pub(super) fn execute(
     if cond.ack_aggregation_ms > 0.0 {
         return Err("ACK aggregation is not emulated by the kernel testbed".into());
     }
-    let flows = flow_specs(scenario, &job.scheme, 0);
+    let flows = flow_specs(scenario, cond, &job.scheme, 0, job.seed);
     let duration = Duration::from_secs_f64(scenario.duration_s);
     let (specs, ccp_alg) = plan_flows(&flows, duration)?;
     let outcome = run_on_testbed(scenario, cond, job, &specs, ccp_alg.as_deref())?;
