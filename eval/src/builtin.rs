@@ -28,6 +28,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "selection-bench-test",
         include_str!("../scenarios/selection-bench-test.toml"),
     ),
+    (
+        "selection-train",
+        include_str!("../scenarios/selection-train.toml"),
+    ),
 ];
 
 /// A built-in scenario by name. Trace files it names are read relative to `eval/scenarios/`

@@ -99,12 +99,14 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         jobs: usize,
     },
-    /// Train a selection policy's models: `train antelope|outcome DIR --out eval/models/<policy>`.
+    /// Train a selection policy's models: `train antelope|outcome DIR... --out
+    /// eval/models/<policy>` (several directories: their samples together).
     Train {
         /// The policy (`antelope` or `outcome`).
         policy: String,
-        /// Directory (or file) with samples.csv from `gen-data`.
-        data: PathBuf,
+        /// Directories (or files) with samples.csv / outcome.csv from `gen-data`.
+        #[arg(required = true, num_args = 1..)]
+        data: Vec<PathBuf>,
         /// Where to write the model set.
         #[arg(long)]
         out: PathBuf,
@@ -367,8 +369,8 @@ fn prepare_out(out: &Path) -> Result<(), String> {
         .map_err(|(path, e)| format!("{}: {e}", path.display()))
 }
 
-/// Writes results.csv and series.csv (each through a temporary file and a rename), then the
-/// report.
+/// Writes results.csv and series.csv (each through a temporary file and a rename; series.csv
+/// only if there are time series), then the report.
 fn write_outputs(
     out: &Path,
     title: &str,
@@ -381,7 +383,11 @@ fn write_outputs(
         std::fs::rename(&tmp, out.join(name))
             .map_err(|e| format!("{}: {e}", out.join(name).display()))
     };
-    atomic("series.csv", &|p| results::write_csv(p, series))?;
+    // Without time series there is no series.csv: an empty one has no header, and `report`
+    // refuses it (a run directory must stay reportable).
+    if !series.is_empty() {
+        atomic("series.csv", &|p| results::write_csv(p, series))?;
+    }
     atomic("results.csv", &|p| results::write_csv(p, rows))?;
     report::write_report(
         out,

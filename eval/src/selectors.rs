@@ -263,9 +263,23 @@ pub struct RunSchemes {
     pub explore: Named<ExploreName>,
 }
 
+/// The margin `$CCP_ANTELOPE_MIN_GAIN` / `$CCP_OUTCOME_MIN_GAIN` sets for the models of
+/// `objective` instead of [`AntelopeConfig::for_objective`]'s (a sweep on a validation set;
+/// `docs/selector.md`). A value that is not a finite number >= 0 is ignored.
+pub fn min_gain_override(objective: &str) -> Option<f64> {
+    let var = format!("CCP_{}_MIN_GAIN", objective.to_uppercase());
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|g| g.is_finite() && *g >= 0.0)
+}
+
 /// A selector deciding with Antelope's policy machinery over `models`.
 fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>) -> Selector {
-    let config = AntelopeConfig::for_objective(&models.objective);
+    let mut config = AntelopeConfig::for_objective(&models.objective);
+    if let Some(g) = min_gain_override(&models.objective) {
+        config.min_gain = g;
+    }
     let shared = Antelope::new(config, models);
     Selector::new(
         candidates(),

@@ -7,8 +7,10 @@
 //!    to `samples.csv`;
 //! 2. with each of the nine candidates alone, and writes `outcome.csv`: for every explore
 //!    sample's features (the path as seen so far, under whichever candidate ran) and every
-//!    candidate c, c's whole-flow TCP-RL reward in that condition and seed (stored under every
-//!    mode). This is the training set of our `outcome` policy.
+//!    candidate c, c's whole-flow score in that condition and seed: the mean over the run's
+//!    flows under test of their objective's score (TCP-RL's reward unless the scenario names
+//!    another objective; stored under every mode). This is the training set of our `outcome`
+//!    policy.
 //!
 //! `train antelope|outcome DIR --out MODELS` fits one regressor per candidate (and mode, for
 //! Antelope) and writes a versioned model set (`ccp_selector::antelope::model`).
@@ -158,16 +160,28 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
     let opts = options(jobs, names.clone());
     let plan = runner::plan(scenario, &opts).map_err(|e| e.to_string())?;
     let output = runner::run(scenario, &plan, &opts);
-    let mut reward: HashMap<(&str, u64, &str), f64> = HashMap::new();
+    // A run's label is the mean score of its flows under test (the scenario's objective;
+    // TCP-RL's reward unless it names another), so a run of several flows (web-like flows)
+    // counts every flow, not the last one.
+    let mut sums: HashMap<(&str, u64, &str), (f64, usize)> = HashMap::new();
     for r in output
         .rows
         .iter()
         .filter(|r| r.role == "main" && r.status == "ok")
     {
-        if r.reward.is_finite() {
-            reward.insert((r.condition.as_str(), r.seed, r.scheme.as_str()), r.reward);
+        let score = r.rank_score();
+        if score.is_finite() {
+            let e = sums
+                .entry((r.condition.as_str(), r.seed, r.scheme.as_str()))
+                .or_default();
+            e.0 += score;
+            e.1 += 1;
         }
     }
+    let reward: HashMap<(&str, u64, &str), f64> = sums
+        .into_iter()
+        .map(|(k, (sum, n))| (k, sum / n as f64))
+        .collect();
     let mut outcome = Vec::new();
     for (cond, seed, s) in all.iter().step_by(OUTCOME_STRIDE) {
         for c in &names {
@@ -190,9 +204,9 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
 }
 
 /// Fits the models of `objective` (`antelope` on `DATA/samples.csv`, `outcome` on
-/// `DATA/outcome.csv`; `data` may also name the file) and writes them to `out`; returns a
-/// summary.
-pub fn train(objective: &str, data: &Path, out: &Path) -> Result<String, String> {
+/// `DATA/outcome.csv`; a `data` entry may also name the file; the samples of every entry
+/// together) and writes them to `out`; returns a summary.
+pub fn train(objective: &str, data: &[std::path::PathBuf], out: &Path) -> Result<String, String> {
     let (file, modes): (&str, &[Mode]) = match objective {
         OBJECTIVE_ANTELOPE => ("samples.csv", &Mode::ALL),
         OBJECTIVE_OUTCOME => ("outcome.csv", &[Mode::Default]),
@@ -202,12 +216,15 @@ pub fn train(objective: &str, data: &Path, out: &Path) -> Result<String, String>
             ));
         }
     };
-    let path = if data.is_dir() {
-        data.join(file)
-    } else {
-        data.to_path_buf()
-    };
-    let samples = samples::read(&path).map_err(|e| e.to_string())?;
+    let mut samples = Vec::new();
+    for data in data {
+        let path = if data.is_dir() {
+            data.join(file)
+        } else {
+            data.clone()
+        };
+        samples.extend(samples::read(&path).map_err(|e| e.to_string())?);
+    }
     let set = ModelSet::train_for(&samples, ACKS_PER_UNIT, objective, modes)
         .map_err(|e| e.to_string())?;
     set.save(out).map_err(|e| e.to_string())?;

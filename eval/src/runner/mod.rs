@@ -132,7 +132,8 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
             .map(|s| (*s).to_string())
             .collect(),
     };
-    for s in schemes.iter().chain(scenario.named_schemes().iter()) {
+    // The scenario's own list is not checked when `--schemes` replaces it.
+    for s in schemes.iter().chain(scenario.traffic_schemes().iter()) {
         if schemes::resolve(s).is_none() {
             return Err(RunError::UnknownScheme(s.clone()));
         }

@@ -342,6 +342,16 @@ impl Scenario {
     /// groups too).
     pub fn named_schemes(&self) -> Vec<String> {
         let mut v: Vec<String> = self.schemes.clone().unwrap_or_default();
+        v.extend(self.traffic_schemes());
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The fixed schemes of the flow groups (cross traffic and any group naming its scheme),
+    /// the conditions' own groups too: what every run needs whatever the schemes under test.
+    pub fn traffic_schemes(&self) -> Vec<String> {
+        let mut v = Vec::new();
         let groups = self.conditions.iter().flat_map(|c| {
             c.flows
                 .iter()
