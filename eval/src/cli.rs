@@ -110,6 +110,10 @@ enum Command {
         /// Where to write the model set.
         #[arg(long)]
         out: PathBuf,
+        /// `outcome`: also fit delay- and throughput-sensitive models (one per candidate and
+        /// mode, on those objectives' labels), used by flows to the preference ports.
+        #[arg(long)]
+        per_mode: bool,
     },
 }
 
@@ -211,7 +215,12 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
                 Err(e) => fail(1, &e),
             }
         }
-        Command::Train { policy, data, out } => match training::train(&policy, &data, &out) {
+        Command::Train {
+            policy,
+            data,
+            out,
+            per_mode,
+        } => match training::train(&policy, &data, &out, per_mode) {
             Ok(summary) => {
                 println!("{summary}; written to {}", out.display());
                 ExitCode::SUCCESS

@@ -425,8 +425,12 @@ fn simulate(
         }
         None => None,
     };
+    // The simulator opens every flow to port 80; the selectors see the port of the flows under
+    // test instead (the one their groups share, if they share one).
+    let mut ports = scenario.flows_of(cond).iter().map(|g| g.port);
+    let port = ports.next().filter(|p| ports.all(|q| q == *p));
     let (agent, selectors) = (needs_agent && realtime.is_none())
-        .then(schemes::agent)
+        .then(|| schemes::agent_for(port))
         .unzip();
     let duration_ns = (scenario.duration_s * 1e9) as u64;
     let changes = path_changes(cond);

@@ -242,12 +242,17 @@ impl ModelSet {
         self.models.get(&mode).and_then(|m| m.get(candidate))
     }
 
-    /// Predicted next-unit reward of each candidate in `names` (in that order) under `mode`;
-    /// a candidate with no model scores `f64::NEG_INFINITY` and never wins.
+    /// Predicted next-unit reward of each candidate in `names` (in that order) under `mode`
+    /// (a set without models for `mode`, e.g. `outcome` models fitted for the default mode
+    /// only, predicts with its default-mode models); a candidate with no model scores
+    /// `f64::NEG_INFINITY` and never wins.
     pub fn predict(&self, mode: Mode, names: &[&str], features: &[f64; 7], out: &mut Vec<f64>) {
         out.clear();
         let m = Matrix::new(features, 1, FEATURE_NAMES.len());
-        let models = self.models.get(&mode);
+        let models = self
+            .models
+            .get(&mode)
+            .or_else(|| self.models.get(&Mode::Default));
         for name in names {
             let score = models
                 .and_then(|ms| ms.get(*name))
