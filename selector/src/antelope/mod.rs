@@ -195,7 +195,7 @@ impl Antelope {
         let initial = self
             .predict_start(ctx.dst_ip)
             .and_then(position)
-            .or_else(|| self.models().start_candidate.as_deref().and_then(position))
+            .or_else(|| self.models().start_for(mode).and_then(position))
             .or_else(|| position(&self.config.default_start))
             .unwrap_or(0);
         let seed = (u64::from(ctx.sock_id) << 32 | u64::from(ctx.dst_ip))
