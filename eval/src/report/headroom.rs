@@ -100,69 +100,61 @@ fn share(gain: f64, headroom: f64) -> Option<f64> {
     (headroom >= MIN_HEADROOM).then(|| gain / headroom)
 }
 
-/// The headroom analysis of a summary's conditions.
-pub fn analyze(summary: &Summary) -> Option<Headroom> {
-    let singles: Vec<String> = summary
-        .schemes
+/// A scheme's mean reward in one condition, if it has a finite one.
+fn reward(c: &ConditionResult, scheme: &str) -> Option<f64> {
+    c.schemes
         .iter()
-        .filter(|s| !is_selector(s))
-        .cloned()
-        .collect();
-    let selectors: Vec<String> = summary
-        .schemes
+        .find(|e| e.scheme == scheme)
+        .map(|e| e.reward)
+        .filter(|r| r.is_finite())
+}
+
+/// A scheme's mean reward over `set` (`None` if it misses a condition).
+fn mean_of(set: &[&ConditionResult], scheme: &str) -> Option<f64> {
+    set.iter()
+        .map(|c| reward(c, scheme))
+        .sum::<Option<f64>>()
+        .map(|t| t / set.len() as f64)
+}
+
+/// The single CCA with the highest mean over `set`, and that mean.
+fn best_of(singles: &[String], set: &[&ConditionResult]) -> Option<(String, f64)> {
+    singles
         .iter()
-        .filter(|s| is_selector(s))
-        .cloned()
-        .collect();
-    if singles.is_empty() || selectors.is_empty() {
-        return None;
-    }
-    let reward = |c: &ConditionResult, s: &str| {
-        c.schemes
-            .iter()
-            .find(|e| e.scheme == s)
-            .map(|e| e.reward)
-            .filter(|r| r.is_finite())
-    };
-    let complete: Vec<&ConditionResult> = summary
-        .conditions
+        .filter_map(|s| Some((s.clone(), mean_of(set, s)?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The best single CCA of one condition, in hindsight: its reward.
+fn oracle(singles: &[String], c: &ConditionResult) -> f64 {
+    singles
         .iter()
-        .filter(|c| singles.iter().all(|s| reward(c, s).is_some()))
-        .collect();
-    if complete.is_empty() {
-        return None;
-    }
-    let incomplete_conditions = summary.conditions.len() - complete.len();
-    let mean_of = |set: &[&ConditionResult], s: &str| {
-        set.iter()
-            .map(|c| reward(c, s))
-            .sum::<Option<f64>>()
-            .map(|t| t / set.len() as f64)
-    };
-    let best_of = |set: &[&ConditionResult]| {
-        singles
-            .iter()
-            .filter_map(|s| Some((s.clone(), mean_of(set, s)?)))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-    };
-    let (best_single, _) = best_of(&complete)?;
-    let row = |label: &str, env: &str, set: &[&ConditionResult]| -> Option<HeadroomRow> {
-        let r_b = mean_of(set, &best_single)?;
-        let (best_in_set, r_set) = best_of(set)?;
-        let oracle = |c: &ConditionResult| {
-            singles
-                .iter()
-                .filter_map(|s| reward(c, s))
-                .fold(f64::NEG_INFINITY, f64::max)
-        };
-        let r_oracle = set.iter().map(|c| oracle(c)).sum::<f64>() / set.len() as f64;
+        .filter_map(|s| reward(c, s))
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// What every row of one analysis shares.
+struct Sets<'a> {
+    singles: &'a [String],
+    selectors: &'a [String],
+    best_single: String,
+}
+
+impl Sets<'_> {
+    /// The headroom row of `set`.
+    fn row(&self, label: &str, env: &str, set: &[&ConditionResult]) -> Option<HeadroomRow> {
+        let r_b = mean_of(set, &self.best_single)?;
+        let (best_in_set, r_set) = best_of(self.singles, set)?;
+        let r_oracle = set.iter().map(|c| oracle(self.singles, c)).sum::<f64>() / set.len() as f64;
         let with = set
             .iter()
             .filter(|c| {
-                oracle(c) - reward(c, &best_single).unwrap_or(f64::NEG_INFINITY) >= MIN_HEADROOM
+                let b = reward(c, &self.best_single).unwrap_or(f64::NEG_INFINITY);
+                oracle(self.singles, c) - b >= MIN_HEADROOM
             })
             .count();
-        let selectors = selectors
+        let selectors = self
+            .selectors
             .iter()
             .filter_map(|s| {
                 let r = mean_of(set, s)?;
@@ -187,7 +179,41 @@ pub fn analyze(summary: &Summary) -> Option<Headroom> {
             conditions_with_headroom: with,
             selectors,
         })
+    }
+}
+
+/// The headroom analysis of a summary's conditions.
+pub fn analyze(summary: &Summary) -> Option<Headroom> {
+    let singles: Vec<String> = summary
+        .schemes
+        .iter()
+        .filter(|s| !is_selector(s))
+        .cloned()
+        .collect();
+    let selectors: Vec<String> = summary
+        .schemes
+        .iter()
+        .filter(|s| is_selector(s))
+        .cloned()
+        .collect();
+    if singles.is_empty() || selectors.is_empty() {
+        return None;
+    }
+    let complete: Vec<&ConditionResult> = summary
+        .conditions
+        .iter()
+        .filter(|c| singles.iter().all(|s| reward(c, s).is_some()))
+        .collect();
+    if complete.is_empty() {
+        return None;
+    }
+    let incomplete_conditions = summary.conditions.len() - complete.len();
+    let sets = Sets {
+        singles: &singles,
+        selectors: &selectors,
+        best_single: best_of(&singles, &complete)?.0,
     };
+    let row = |label: &str, env: &str, set: &[&ConditionResult]| sets.row(label, env, set);
     let overall = row("overall", "overall", &complete)?;
     let mut by_env: BTreeMap<&str, Vec<&ConditionResult>> = BTreeMap::new();
     for c in &complete {
@@ -202,9 +228,9 @@ pub fn analyze(summary: &Summary) -> Option<Headroom> {
         .filter_map(|c| row(&c.condition, &c.env, &[c]))
         .collect();
     Some(Headroom {
+        best_single: sets.best_single.clone(),
         singles,
         selectors,
-        best_single,
         incomplete_conditions,
         overall,
         classes,

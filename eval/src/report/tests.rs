@@ -546,7 +546,7 @@ fn results_without_the_columns_added_later_still_read() {
         (rows[0].objective.as_str(), rows[0].score),
         ("reward", None)
     );
-    assert_eq!(rows[0].rank_score(), rows[0].reward);
+    assert!((rows[0].rank_score() - rows[0].reward).abs() < 1e-12);
 }
 
 /// Two single CCAs and two selectors over two classes:
@@ -586,33 +586,33 @@ fn headroom_rows() -> Vec<FlowRow> {
 
 #[test]
 fn headroom_names_best_single_oracle_and_captured_shares() {
-    let s = summarize("h", &headroom_rows());
-    let h = s
+    let summary = summarize("h", &headroom_rows());
+    let hr = summary
         .headroom
         .as_ref()
         .expect("singles and selectors: a headroom analysis");
-    assert_eq!(h.singles, ["a", "b"]);
-    assert_eq!(h.selectors, ["selector-x", "selector-y"]);
-    assert_eq!(h.best_single, "b");
-    assert_eq!(h.incomplete_conditions, 1);
+    assert_eq!(hr.singles, ["a", "b"]);
+    assert_eq!(hr.selectors, ["selector-x", "selector-y"]);
+    assert_eq!(hr.best_single, "b");
+    assert_eq!(hr.incomplete_conditions, 1);
     let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
     // Overall over c1..c3: R_B = (0.5 + 1 + 2.005) / 3, oracle = (1 + 1 + 2.005) / 3.
-    let o = &h.overall;
-    assert_eq!(o.conditions, 3);
-    assert!(close(o.r_best_single, 3.505 / 3.0));
-    assert!(close(o.r_oracle, 4.005 / 3.0));
-    assert!(close(o.headroom, 0.5 / 3.0));
-    assert_eq!(o.conditions_with_headroom, 1);
-    let x = &o.selectors[0];
-    assert_eq!(x.scheme, "selector-x");
-    assert!(close(x.reward, 3.7 / 3.0));
-    assert!(close(x.captured.unwrap(), (3.7 - 3.505) / 0.5));
-    assert!(x.beats_best_in_set);
-    let y = &o.selectors[1];
-    assert!(close(y.captured.unwrap(), (2.2 - 3.505) / 0.5));
-    assert!(!y.beats_best_in_set);
+    let all = &hr.overall;
+    assert_eq!(all.conditions, 3);
+    assert!(close(all.r_best_single, 3.505 / 3.0));
+    assert!(close(all.r_oracle, 4.005 / 3.0));
+    assert!(close(all.headroom, 0.5 / 3.0));
+    assert_eq!(all.conditions_with_headroom, 1);
+    let sx = &all.selectors[0];
+    assert_eq!(sx.scheme, "selector-x");
+    assert!(close(sx.reward, 3.7 / 3.0));
+    assert!(close(sx.captured.unwrap(), (3.7 - 3.505) / 0.5));
+    assert!(sx.beats_best_in_set);
+    let sy = &all.selectors[1];
+    assert!(close(sy.captured.unwrap(), (2.2 - 3.505) / 0.5));
+    assert!(!sy.beats_best_in_set);
     // Class wan: B = b is also the class's best (0.75 vs 0.5); oracle 1.0.
-    let wan = h.classes.iter().find(|c| c.env == "wan").unwrap();
+    let wan = hr.classes.iter().find(|c| c.env == "wan").unwrap();
     assert_eq!(wan.best_in_set, "b");
     assert!(close(wan.headroom, 0.25));
     assert!(close(
@@ -620,18 +620,18 @@ fn headroom_names_best_single_oracle_and_captured_shares() {
         (0.85 - 0.75) / 0.25
     ));
     // Class cell (c3 only; c4 is incomplete): headroom 0 -> no captured share.
-    let cell = h.classes.iter().find(|c| c.env == "cell").unwrap();
+    let cell = hr.classes.iter().find(|c| c.env == "cell").unwrap();
     assert_eq!(cell.conditions, 1);
     assert_eq!(cell.conditions_with_headroom, 0);
     assert!(cell.selectors[0].captured.is_none());
     // Per condition: c2's oracle is b = B, so no headroom; c1's oracle is a.
-    let c1 = h.conditions.iter().find(|c| c.label == "c1").unwrap();
+    let c1 = hr.conditions.iter().find(|c| c.label == "c1").unwrap();
     assert_eq!(c1.best_in_set, "a");
     assert!(close(c1.headroom, 0.5));
     assert!(close(c1.selectors[0].captured.unwrap(), 0.6));
     assert!(close(c1.selectors[1].captured.unwrap(), 1.0));
     assert!(!c1.selectors[1].beats_best_in_set, "equal is not better");
-    let c2 = h.conditions.iter().find(|c| c.label == "c2").unwrap();
+    let c2 = hr.conditions.iter().find(|c| c.label == "c2").unwrap();
     assert!(c2.selectors[0].captured.is_none());
 }
 

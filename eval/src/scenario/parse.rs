@@ -146,48 +146,7 @@ pub(super) fn groups(
                 }
                 None => None,
             };
-            let web_sizes = match &f.sizes {
-                Some(v) if v.get_ref() == "web" => {
-                    if f.size_bytes.is_some() {
-                        return Err(src.invalid(
-                            v,
-                            field("sizes"),
-                            "give sizes or size_bytes, not both",
-                        ));
-                    }
-                    true
-                }
-                Some(v) => {
-                    return Err(src.invalid(
-                        v,
-                        field("sizes"),
-                        &format!("unknown size mix {:?} (known: \"web\")", v.get_ref()),
-                    ));
-                }
-                None => false,
-            };
-            let objective = match &f.objective {
-                Some(v) => Objective::parse(v.get_ref()).ok_or_else(|| {
-                    let known: Vec<&str> = Objective::ALL.iter().map(|o| o.name()).collect();
-                    src.invalid(
-                        v,
-                        field("objective"),
-                        &format!(
-                            "unknown objective {:?} (known: {})",
-                            v.get_ref(),
-                            known.join(", ")
-                        ),
-                    )
-                })?,
-                None => Objective::Reward,
-            };
-            let port = match &f.port {
-                Some(v) => {
-                    check(src, v, field("port"), |&p| p >= 1, "must be in [1, 65535]")?;
-                    *v.get_ref()
-                }
-                None => DEFAULT_PORT,
-            };
+            let (web_sizes, objective, port) = group_extras(src, f, &field)?;
             Ok(FlowGroup {
                 scheme: f.scheme.clone(),
                 count: *f.count.get_ref(),
@@ -201,6 +160,53 @@ pub(super) fn groups(
             })
         })
         .collect()
+}
+
+/// A group's `sizes`, `objective` and `port`: (web-like sizes, objective, port).
+fn group_extras(
+    src: &Src<'_>,
+    f: &RawFlows,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(bool, Objective, u16), ScenarioError> {
+    let web_sizes = match &f.sizes {
+        Some(v) if v.get_ref() == "web" => {
+            if f.size_bytes.is_some() {
+                return Err(src.invalid(v, field("sizes"), "give sizes or size_bytes, not both"));
+            }
+            true
+        }
+        Some(v) => {
+            return Err(src.invalid(
+                v,
+                field("sizes"),
+                &format!("unknown size mix {:?} (known: \"web\")", v.get_ref()),
+            ));
+        }
+        None => false,
+    };
+    let objective = match &f.objective {
+        Some(v) => Objective::parse(v.get_ref()).ok_or_else(|| {
+            let known: Vec<&str> = Objective::ALL.iter().map(|o| o.name()).collect();
+            src.invalid(
+                v,
+                field("objective"),
+                &format!(
+                    "unknown objective {:?} (known: {})",
+                    v.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })?,
+        None => Objective::Reward,
+    };
+    let port = match &f.port {
+        Some(v) => {
+            check(src, v, field("port"), |&p| p >= 1, "must be in [1, 65535]")?;
+            *v.get_ref()
+        }
+        None => DEFAULT_PORT,
+    };
+    Ok((web_sizes, objective, port))
 }
 
 /// At least one flow of the scheme under test, and at most [`MAX_FLOWS_PER_RUN`] in a run.
