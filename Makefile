@@ -53,7 +53,7 @@ MODELS := eval/models/antelope/manifest.json eval/models/outcome/manifest.json
 $(MODELS) &: eval/models.version
 	$(EVAL) gen-data antelope-train --out results/antelope-train
 	$(EVAL) train antelope results/antelope-train --out eval/models/antelope
-	$(EVAL) train outcome results/antelope-train --out eval/models/outcome
+	$(EVAL) train outcome results/antelope-train --per-mode --out eval/models/outcome
 
 models: deps $(MODELS)
 

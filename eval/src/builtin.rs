@@ -20,14 +20,28 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "antelope-train",
         include_str!("../scenarios/antelope-train.toml"),
     ),
+    (
+        "selection-bench",
+        include_str!("../scenarios/selection-bench.toml"),
+    ),
+    (
+        "selection-bench-test",
+        include_str!("../scenarios/selection-bench-test.toml"),
+    ),
+    (
+        "selection-train",
+        include_str!("../scenarios/selection-train.toml"),
+    ),
 ];
 
-/// A built-in scenario by name.
+/// A built-in scenario by name. Trace files it names are read relative to `eval/scenarios/`
+/// of this source tree (`../traces/...`), like the models of the learned selectors.
 pub fn scenario(name: &str) -> Option<Result<Scenario, ScenarioError>> {
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     SCENARIOS
         .iter()
         .find(|(n, _)| *n == name)
-        .map(|(n, text)| Scenario::parse(&format!("eval/scenarios/{n}.toml"), text, None))
+        .map(|(n, text)| Scenario::parse(&format!("eval/scenarios/{n}.toml"), text, Some(&base)))
 }
 
 /// The first line of a built-in scenario's description.

@@ -109,15 +109,21 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         jobs: usize,
     },
-    /// Train a selection policy's models: `train antelope|outcome DIR --out eval/models/<policy>`.
+    /// Train a selection policy's models: `train antelope|outcome DIR... --out
+    /// eval/models/<policy>` (several directories: their samples together).
     Train {
         /// The policy (`antelope` or `outcome`).
         policy: String,
-        /// Directory (or file) with samples.csv from `gen-data`.
-        data: PathBuf,
+        /// Directories (or files) with samples.csv / outcome.csv from `gen-data`.
+        #[arg(required = true, num_args = 1..)]
+        data: Vec<PathBuf>,
         /// Where to write the model set.
         #[arg(long)]
         out: PathBuf,
+        /// `outcome`: also fit delay- and throughput-sensitive models (one per candidate and
+        /// mode, on those objectives' labels), used by flows to the preference ports.
+        #[arg(long)]
+        per_mode: bool,
     },
 }
 
@@ -188,47 +194,58 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
                 Err(e) => fail(1, &format!("agent: {e:?}")),
             }
         }
-        Command::Report { dirs, out } => {
-            let out = out.unwrap_or_else(|| dirs[0].clone());
-            match report::report_dirs(&dirs, &out) {
-                Ok(_) => {
-                    println!("report: {}", out.join("report.md").display());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(2, &e.to_string()),
-            }
-        }
+        Command::Report { dirs, out } => report_cmd(&dirs, out),
         Command::Demo => demo(),
         Command::GenData {
             scenario,
             out,
             jobs,
-        } => {
-            let scenario = match load_scenario(&scenario) {
-                Ok(s) => s,
-                Err(e) => return fail(2, &e),
-            };
-            match training::gen_data(&scenario, &out, jobs) {
-                Ok(g) => {
-                    println!(
-                        "{} samples, {} outcome samples, {} onnx windows in {}",
-                        g.samples,
-                        g.outcome,
-                        g.windows,
-                        out.display()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(1, &e),
-            }
-        }
-        Command::Train { policy, data, out } => match training::train(&policy, &data, &out) {
+        } => gen_data(&scenario, &out, jobs),
+        Command::Train {
+            policy,
+            data,
+            out,
+            per_mode,
+        } => match training::train(&policy, &data, &out, per_mode) {
             Ok(summary) => {
                 println!("{summary}; written to {}", out.display());
                 ExitCode::SUCCESS
             }
             Err(e) => fail(2, &e),
         },
+    }
+}
+
+/// `report DIR...`: merges result directories and writes the report.
+fn report_cmd(dirs: &[PathBuf], out: Option<PathBuf>) -> ExitCode {
+    let out = out.unwrap_or_else(|| dirs[0].clone());
+    match report::report_dirs(dirs, &out) {
+        Ok(_) => {
+            println!("report: {}", out.join("report.md").display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(2, &e.to_string()),
+    }
+}
+
+/// `gen-data SCENARIO`: the selectors' training data.
+fn gen_data(scenario: &str, out: &Path, jobs: usize) -> ExitCode {
+    let scenario = match load_scenario(scenario) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    match training::gen_data(&scenario, out, jobs) {
+        Ok(g) => {
+            println!(
+                "{} samples, {} outcome samples, {} onnx windows in {}",
+                g.samples,
+                g.outcome,
+                g.windows,
+                out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, &e),
     }
 }
 
@@ -412,8 +429,8 @@ fn prepare_out(out: &Path) -> Result<(), String> {
         .map_err(|(path, e)| format!("{}: {e}", path.display()))
 }
 
-/// Writes results.csv and series.csv (each through a temporary file and a rename), then the
-/// report.
+/// Writes results.csv and series.csv (each through a temporary file and a rename; series.csv
+/// only if there are time series), then the report.
 fn write_outputs(
     out: &Path,
     title: &str,
@@ -426,7 +443,11 @@ fn write_outputs(
         std::fs::rename(&tmp, out.join(name))
             .map_err(|e| format!("{}: {e}", out.join(name).display()))
     };
-    atomic("series.csv", &|p| results::write_csv(p, series))?;
+    // Without time series there is no series.csv: an empty one has no header, and `report`
+    // refuses it (a run directory must stay reportable).
+    if !series.is_empty() {
+        atomic("series.csv", &|p| results::write_csv(p, series))?;
+    }
     atomic("results.csv", &|p| results::write_csv(p, rows))?;
     report::write_report(
         out,

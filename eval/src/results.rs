@@ -80,6 +80,16 @@ pub struct FlowRow {
     /// the flow throughout; more after the agent died and came back); 0 for built-in schemes.
     #[serde(default)]
     pub takeovers: u64,
+    /// How the flow is scored (`reward`, `throughput`, `delay`, `friendly`, `fct`: the
+    /// scenario's `objective`, `ccp_eval::scenario::Objective`); files written before the
+    /// column read as `reward`.
+    #[serde(default = "reward_objective")]
+    pub objective: String,
+    /// The flow's score under its objective, the number conditions rank schemes by; empty for
+    /// files written before the column (their rank uses `reward`, which is the score of the
+    /// `reward` objective).
+    #[serde(default)]
+    pub score: Option<f64>,
     /// `ok`; `failed: <why>` for a run that failed (its metrics are zero); `no-control:
     /// <why>` for a CCP flow its scheme never controlled; `no-delivery: <why>` for a flow that
     /// delivered nothing; `invalid: <why>` for metrics that cannot be right. Only `ok` rows
@@ -162,7 +172,18 @@ pub enum ResultsError {
 
 /// Columns a file may lack because they were added after such files were first written; they
 /// read as their default (`fallback_s`, `takeovers` of [`FlowRow`]).
-pub const ADDED_COLUMNS: &[&str] = &["fallback_s", "takeovers"];
+pub const ADDED_COLUMNS: &[&str] = &["fallback_s", "takeovers", "objective", "score"];
+
+fn reward_objective() -> String {
+    "reward".into()
+}
+
+impl FlowRow {
+    /// The number conditions rank schemes by: `score`, or `reward` for rows without one.
+    pub fn rank_score(&self) -> f64 {
+        self.score.unwrap_or(self.reward)
+    }
+}
 
 /// Writes rows as CSV with a header.
 pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), ResultsError> {

@@ -110,7 +110,13 @@ macro_rules! with_every_algorithm {
 /// A lock-step portus agent with every CCP algorithm and the selector schemes registered,
 /// and the run's selector state (swap events, explore samples).
 pub fn agent() -> (LockstepAgent, RunSelectors) {
-    let (s, state) = selectors::build();
+    agent_for(None)
+}
+
+/// [`agent`] whose learned selectors see `port` as their flows' destination port
+/// ([`selectors::build_for`]).
+pub fn agent_for(port: Option<u16>) -> (LockstepAgent, RunSelectors) {
+    let (s, state) = selectors::build_for(port);
     let asked = AskedFor::default();
     let tap = asked.clone();
     let agent = LockstepAgent::with_wrapped_ipc(

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use ccp_algorithms::{AlgorithmConfig, CubicConfig, DynAlgorithmConfig};
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
-use ccp_selector::antelope::{Antelope, AntelopeConfig, Choose, ModelSet, Sample};
+use ccp_selector::antelope::{Antelope, AntelopeConfig, Choose, Mode, ModelSet, Sample};
 use ccp_selector::onnx::FeatureWindow;
 use ccp_selector::{
     FlowContext, HysteresisConfig, ReinPolicy, SelectionPolicy, Selector, SelectorFlow,
@@ -263,19 +263,67 @@ pub struct RunSchemes {
     pub explore: Named<ExploreName>,
 }
 
-/// A selector deciding with Antelope's policy machinery over `models`.
-fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>) -> Selector {
-    let config = AntelopeConfig::for_objective(&models.objective);
+/// The margin `$CCP_ANTELOPE_MIN_GAIN` / `$CCP_OUTCOME_MIN_GAIN` sets for the models of
+/// `objective` instead of [`AntelopeConfig::for_objective`]'s (a sweep on a validation set;
+/// `docs/selector.md`). A value that is not a finite number >= 0 is ignored.
+pub fn min_gain_override(objective: &str) -> Option<f64> {
+    env_margin(&format!("CCP_{}_MIN_GAIN", objective.to_uppercase()))
+}
+
+/// A margin from the environment variable `var`: a finite number >= 0, else `None`.
+/// `$CCP_OUTCOME_MARGIN_ABS` / `$CCP_ANTELOPE_MARGIN_ABS` set
+/// `AntelopeConfig::min_gain_abs` (absolute margin) the same way.
+fn env_margin(var: &str) -> Option<f64> {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|g| g.is_finite() && *g >= 0.0)
+}
+
+/// Antelope's App-requirement API as the harness configures it (key = destination port):
+/// flows to 5001 are delay-sensitive, to 5002 throughput-sensitive (`selection-bench`'s
+/// application-preference class); every other port uses the default mode.
+pub const PREFERENCE_PORTS: [(u16, Mode); 2] = [(5001, Mode::Delay), (5002, Mode::Throughput)];
+
+/// A selector deciding with Antelope's policy machinery over `models`; `port`, if given, is
+/// the destination port its flows' policies see (see [`build_for`]).
+fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>, port: Option<u16>) -> Selector {
+    let mut config = AntelopeConfig::for_objective(&models.objective);
+    if let Some(g) = min_gain_override(&models.objective) {
+        config.min_gain = g;
+    }
+    config.min_gain_abs = env_margin(&format!(
+        "CCP_{}_MARGIN_ABS",
+        models.objective.to_uppercase()
+    ));
+    config.preferences = PREFERENCE_PORTS
+        .iter()
+        .map(|&(p, m)| (u32::from(p), m))
+        .collect();
     let shared = Antelope::new(config, models);
     Selector::new(
         candidates(),
-        Arc::new(move |ctx: &FlowContext<'_>| Box::new(shared.policy(ctx)) as _),
+        Arc::new(move |ctx: &FlowContext<'_>| {
+            let mut ctx = *ctx;
+            if let Some(p) = port {
+                ctx.dst_port = u32::from(p);
+            }
+            Box::new(shared.policy(&ctx)) as _
+        }),
     )
     .with_log(log.clone())
 }
 
-/// Builds the selector schemes for one run.
+/// Builds the selector schemes for one run ([`build_for`] with the flows' own ports).
 pub fn build() -> (RunSchemes, RunSelectors) {
+    build_for(None)
+}
+
+/// Builds the selector schemes for one run whose selector flows all go to `port`. The
+/// simulator opens every flow to port 80, so the harness passes the port of a condition's
+/// flows under test here (when they share one) and the learned policies see it as their
+/// flows' destination port, as a real flow's would be.
+pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
     // Decisions are kept off the trace (one per report); swaps are recorded.
     let log = Arc::new(SelectorLog::new(true));
     let rein = Selector::new(
@@ -290,10 +338,10 @@ pub fn build() -> (RunSchemes, RunSelectors) {
     .with_log(log.clone());
     let antelope = models(OBJECTIVE_ANTELOPE)
         .ok()
-        .map(|m| Named::new(learned(m, &log)));
+        .map(|m| Named::new(learned(m, &log, port)));
     let outcome = models(OBJECTIVE_OUTCOME)
         .ok()
-        .map(|m| Named::new(learned(m, &log)));
+        .map(|m| Named::new(learned(m, &log, port)));
     let explore_cfg = AntelopeConfig {
         choose: Choose::Explore {
             switch_prob: EXPLORE_SWITCH_PROB,

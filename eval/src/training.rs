@@ -7,8 +7,11 @@
 //!    to `samples.csv`;
 //! 2. with each of the nine candidates alone, and writes `outcome.csv`: for every explore
 //!    sample's features (the path as seen so far, under whichever candidate ran) and every
-//!    candidate c, c's whole-flow TCP-RL reward in that condition and seed (stored under every
-//!    mode). This is the training set of our `outcome` policy.
+//!    candidate c, c's whole-flow scores in that condition and seed: the mean over the run's
+//!    flows under test of their objective's score (TCP-RL's reward unless the scenario names
+//!    another objective) for the default mode, and of the delay- and throughput-sensitive
+//!    objectives' scores (`crate::scenario::Objective`) for those modes. This is the training
+//!    set of our `outcome` policy, one regressor per candidate and mode.
 //!
 //! `train antelope|outcome DIR --out MODELS` fits one regressor per candidate (and mode, for
 //! Antelope) and writes a versioned model set (`ccp_selector::antelope::model`).
@@ -22,7 +25,7 @@ use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
 use ccp_selector::antelope::{Mode, ModelSet, Sample, samples};
 
 use crate::runner::{self, RunOptions};
-use crate::scenario::Scenario;
+use crate::scenario::{Objective, Scenario};
 use crate::selectors::{self, RunSample};
 
 /// Data-unit size of the generated samples (Antelope's N).
@@ -158,24 +161,44 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
     let opts = options(jobs, names.clone());
     let plan = runner::plan(scenario, &opts).map_err(|e| e.to_string())?;
     let output = runner::run(scenario, &plan, &opts);
-    let mut reward: HashMap<(&str, u64, &str), f64> = HashMap::new();
+    // A run's labels are the mean scores of its flows under test: under the scenario's own
+    // objective (TCP-RL's reward unless it names another) for the default mode, and under the
+    // delay- and throughput-sensitive objectives for those modes; a run of several flows
+    // (web-like flows) counts every flow, not the last one.
+    let mut sums: HashMap<(&str, u64, &str), ([f64; 3], usize)> = HashMap::new();
     for r in output
         .rows
         .iter()
         .filter(|r| r.role == "main" && r.status == "ok")
     {
-        if r.reward.is_finite() {
-            reward.insert((r.condition.as_str(), r.seed, r.scheme.as_str()), r.reward);
+        let scores = [
+            r.rank_score(),
+            runner::score(r, Objective::Delay, None, scenario.duration_s),
+            runner::score(r, Objective::Throughput, None, scenario.duration_s),
+        ];
+        if scores.iter().all(|x| x.is_finite()) {
+            let e = sums
+                .entry((r.condition.as_str(), r.seed, r.scheme.as_str()))
+                .or_default();
+            for (a, x) in e.0.iter_mut().zip(scores) {
+                *a += x;
+            }
+            e.1 += 1;
         }
     }
+    let labels: HashMap<(&str, u64, &str), [f64; 3]> = sums
+        .into_iter()
+        .map(|(k, (sum, n))| (k, sum.map(|x| x / n as f64)))
+        .collect();
+    let reward: HashMap<(&str, u64, &str), f64> = labels.iter().map(|(k, v)| (*k, v[0])).collect();
     let mut outcome = Vec::new();
     for (cond, seed, s) in all.iter().step_by(OUTCOME_STRIDE) {
         for c in &names {
-            if let Some(r) = reward.get(&(cond.as_str(), *seed, c.as_str())) {
+            if let Some(r) = labels.get(&(cond.as_str(), *seed, c.as_str())) {
                 outcome.push(Sample {
                     features: s.features,
                     next_cca: c.clone(),
-                    rewards: [*r; 3],
+                    rewards: *r,
                 });
             }
         }
@@ -190,11 +213,18 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
 }
 
 /// Fits the models of `objective` (`antelope` on `DATA/samples.csv`, `outcome` on
-/// `DATA/outcome.csv`; `data` may also name the file) and writes them to `out`; returns a
-/// summary.
-pub fn train(objective: &str, data: &Path, out: &Path) -> Result<String, String> {
+/// `DATA/outcome.csv`; a `data` entry may also name the file; the samples of every entry
+/// together) and writes them to `out`; returns a summary. `outcome` models are fitted for the
+/// default mode only unless `per_mode` (then for every mode, on each mode's labels).
+pub fn train(
+    objective: &str,
+    data: &[std::path::PathBuf],
+    out: &Path,
+    per_mode: bool,
+) -> Result<String, String> {
     let (file, modes): (&str, &[Mode]) = match objective {
         OBJECTIVE_ANTELOPE => ("samples.csv", &Mode::ALL),
+        OBJECTIVE_OUTCOME if per_mode => ("outcome.csv", &Mode::ALL),
         OBJECTIVE_OUTCOME => ("outcome.csv", &[Mode::Default]),
         other => {
             return Err(format!(
@@ -202,12 +232,15 @@ pub fn train(objective: &str, data: &Path, out: &Path) -> Result<String, String>
             ));
         }
     };
-    let path = if data.is_dir() {
-        data.join(file)
-    } else {
-        data.to_path_buf()
-    };
-    let samples = samples::read(&path).map_err(|e| e.to_string())?;
+    let mut samples = Vec::new();
+    for data in data {
+        let path = if data.is_dir() {
+            data.join(file)
+        } else {
+            data.clone()
+        };
+        samples.extend(samples::read(&path).map_err(|e| e.to_string())?);
+    }
     let set = ModelSet::train_for(&samples, ACKS_PER_UNIT, objective, modes)
         .map_err(|e| e.to_string())?;
     set.save(out).map_err(|e| e.to_string())?;

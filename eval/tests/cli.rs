@@ -132,3 +132,19 @@ fn report_on_a_cut_off_results_csv_exits_2_naming_the_file() {
     assert!(err.contains("cut/results.csv:1: cut off"), "{err}");
     assert!(!d.join("rep/report.md").exists());
 }
+
+#[test]
+fn a_run_without_time_series_writes_no_series_csv_and_its_directory_reports() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("s.toml"),
+        "name = \"s\"\nduration_s = 1\nschemes = [\"native-reno\"]\n[[conditions]]\nbw_mbps = 5\nrtt_ms = 20\n",
+    )
+    .unwrap();
+    let o = ccp_eval(&["run", "s.toml", "--out", "r", "--jobs", "1"], d.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!d.path().join("r/series.csv").exists());
+    let o = ccp_eval(&["report", "r", "--out", "r2"], d.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(d.path().join("r2/report.md").is_file());
+}

@@ -28,6 +28,9 @@ pub struct Summary {
     pub conditions: Vec<ConditionResult>,
     /// Runs whose status is not `ok`, one entry per run.
     pub failed: Vec<FailedRun>,
+    /// Selection headroom and the share each selector captures (when the report has single
+    /// CCAs and selectors).
+    pub headroom: Option<super::headroom::Headroom>,
 }
 
 /// Counts of what went into the report.
@@ -170,7 +173,8 @@ pub struct ConditionResult {
 pub struct ConditionScheme {
     /// Scheme.
     pub scheme: String,
-    /// Mean reward over seeds and main flows.
+    /// Mean reward over seeds and main flows: each flow's `score` (its objective's; TCP-RL's
+    /// reward unless the scenario names another), or `reward` for rows without a score.
     pub reward: f64,
     /// Seeds with counted flows.
     pub seeds: usize,
@@ -308,7 +312,7 @@ pub fn summarize(title: &str, rows: &[FlowRow]) -> Summary {
     counts.conditions = conditions.len();
     let (best_share, ranks, reward_loss) = shares(&schemes, &conditions);
 
-    Summary {
+    let mut summary = Summary {
         title: title.to_string(),
         counts,
         schemes,
@@ -318,7 +322,10 @@ pub fn summarize(title: &str, rows: &[FlowRow]) -> Summary {
         reward_loss,
         conditions,
         failed,
-    }
+        headroom: None,
+    };
+    summary.headroom = super::headroom::analyze(&summary);
+    summary
 }
 
 #[derive(Default)]
@@ -400,7 +407,7 @@ fn condition_results(rows: &[FlowRow], ok: &[&FlowRow]) -> Vec<ConditionResult> 
             .or_default()
             .entry(&r.scheme)
             .or_default();
-        m.add(r.reward);
+        m.add(r.rank_score());
         seeds.insert(r.seed);
     }
     let mut out = Vec::new();

@@ -132,10 +132,82 @@ pub(crate) fn render(s: &Summary, plots: &Plots) -> String {
     );
 
     env_section(&mut out, s, plots);
+    headroom_section(&mut out, s, plots);
     share_sections(&mut out, s, plots);
     conditions_section(&mut out, s);
     tail_sections(&mut out, s, plots);
     out
+}
+
+fn headroom_section(out: &mut String, s: &Summary, plots: &Plots) {
+    let Some(h) = &s.headroom else { return };
+    out.push_str("## Selection headroom\n\n");
+    let _ = writeln!(
+        out,
+        "Best single CCA overall (B, the one to deploy): {}. Oracle: the best single CCA of each \
+         condition in hindsight. Headroom = R_oracle - R_B (ln units; 0.1 is about 10 %). \
+         Captured = (R_sel - R_B) / (R_oracle - R_B); `-` where the headroom is under {}. \
+         \"vs set best\" measures against the class's own best single CCA instead of B, and \
+         \"beats\" says whether the selector's reward is above that CCA's. {} single CCAs; {} \
+         conditions left out because a single CCA has no result in them.\n",
+        code(&h.best_single),
+        super::headroom::MIN_HEADROOM,
+        h.singles.len(),
+        h.incomplete_conditions
+    );
+    let mut header = vec![
+        "set",
+        "conditions",
+        "with headroom",
+        "R_B",
+        "best single of set",
+        "R",
+        "R_oracle",
+        "headroom",
+    ];
+    let sel_cols: Vec<String> = h
+        .selectors
+        .iter()
+        .map(|x| format!("{} R / captured / vs set best / beats", code(x)))
+        .collect();
+    header.extend(sel_cols.iter().map(String::as_str));
+    let render_row = |r: &super::headroom::HeadroomRow| {
+        let mut v = vec![
+            code(&r.label),
+            r.conditions.to_string(),
+            r.conditions_with_headroom.to_string(),
+            num(Some(r.r_best_single)),
+            code(&r.best_in_set),
+            num(Some(r.r_best_in_set)),
+            num(Some(r.r_oracle)),
+            num(Some(r.headroom)),
+        ];
+        for name in &h.selectors {
+            v.push(match r.selectors.iter().find(|e| &e.scheme == name) {
+                Some(e) => format!(
+                    "{} / {} / {} / {}",
+                    num(Some(e.reward)),
+                    pct(e.captured),
+                    pct(e.captured_vs_set_best),
+                    if e.beats_best_in_set { "yes" } else { "no" }
+                ),
+                None => "-".into(),
+            });
+        }
+        v
+    };
+    let rows: Vec<Vec<String>> = std::iter::once(&h.overall)
+        .chain(&h.classes)
+        .map(render_row)
+        .collect();
+    table(out, &header, &rows);
+    let rows: Vec<Vec<String>> = h.conditions.iter().map(render_row).collect();
+    out.push_str("<details><summary>Per condition</summary>\n\n");
+    table(out, &header, &rows);
+    out.push_str("</details>\n\n");
+    if let Some(p) = &plots.headroom_cdf {
+        image(out, p);
+    }
 }
 
 fn env_section(out: &mut String, s: &Summary, plots: &Plots) {

@@ -23,6 +23,12 @@
 //! - **Rank table** (Fig. 15): share of conditions at rank 1, top 3, top 5, and the median rank.
 //!   **Reward-loss table** (Fig. 16): share of conditions with loss < 5, 10, 12 %. Shares are
 //!   over all conditions; a condition where the scheme has no result counts against it.
+//! - **Per-condition reward** is each flow's `score` under its objective (`objective` column;
+//!   TCP-RL's reward unless the scenario names another), so a delay-sensitive flow is ranked
+//!   by its delay objective.
+//! - **Selection headroom** ([`headroom`]): the best single CCA overall, the per-condition
+//!   oracle and each selector's share of the headroom captured, per condition, class and
+//!   overall, with `headroom_cdf.svg`.
 //! - **Plots**: `tput_vs_delay_<env>.svg` (throughput vs p95 RTT, scheme means and faint per-run
 //!   points), `best_share.svg`, `rank_cdf.svg`, `reward_loss_cdf.svg`, and
 //!   `series_<condition>.svg` (throughput and cwnd over time, first seed per scheme) for every
@@ -33,6 +39,7 @@
 
 mod aggregate;
 pub mod choices;
+pub mod headroom;
 mod markdown;
 mod plots;
 pub(crate) mod svg;
@@ -41,6 +48,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
+
+pub use headroom::{Headroom, HeadroomRow, SelectorHeadroom};
 
 pub use aggregate::{
     BestShare, ConditionResult, ConditionScheme, Counts, EnvTable, FailedRun, RankStats,

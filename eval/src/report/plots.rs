@@ -37,6 +37,8 @@ pub(crate) struct Plots {
     pub(crate) best_share: Plot,
     pub(crate) rank_cdf: Plot,
     pub(crate) reward_loss_cdf: Plot,
+    /// Headroom captured per condition (reports with selectors and single CCAs).
+    pub(crate) headroom_cdf: Option<Plot>,
     pub(crate) series: Vec<Plot>,
 }
 
@@ -46,6 +48,7 @@ impl Plots {
         self.tput_delay
             .iter()
             .chain([&self.best_share, &self.rank_cdf, &self.reward_loss_cdf])
+            .chain(self.headroom_cdf.iter())
             .chain(self.series.iter())
     }
 }
@@ -168,12 +171,35 @@ pub(crate) fn render(summary: &Summary, rows: &[FlowRow], series: &[SeriesRow]) 
             }
         ),
     };
+    let headroom_cdf = summary.headroom.as_ref().map(|h| {
+        let (svg, clipped) = headroom_cdf_svg(h, &colors);
+        Plot {
+            label: "headroom captured CDF".into(),
+            file: names.take("headroom_cdf"),
+            svg,
+            caption: format!(
+                "CDF over the conditions with headroom (the best single CCA in hindsight beats \
+                 the best single overall, {}, by at least {}) of each selector's share of that \
+                 headroom captured, (R_sel - R_best_single) / (R_oracle - R_best_single): 0 is \
+                 the best single's reward, 100 % the oracle's.{}",
+                super::markdown::code(&h.best_single),
+                super::headroom::MIN_HEADROOM,
+                if clipped {
+                    " The x axis spans -100 % to 150 %; values beyond lie at its edges (below: \
+                     counted at the left edge; above: beyond the right edge)."
+                } else {
+                    ""
+                }
+            ),
+        }
+    });
     let series = series_plots(series, &colors, &mut names);
     Plots {
         tput_delay,
         best_share,
         rank_cdf,
         reward_loss_cdf,
+        headroom_cdf,
         series,
     }
 }
@@ -438,6 +464,44 @@ fn reward_loss_cdf_svg(summary: &Summary, colors: &Colors) -> (String, bool) {
         fmt_pct_tick,
         &curves,
         summary.conditions.len(),
+        colors,
+    );
+    (svg, clipped)
+}
+
+/// Lowest and highest share captured the headroom CDF shows.
+const CAPTURED_RANGE: (f64, f64) = (-1.0, 1.5);
+
+fn headroom_cdf_svg(h: &super::headroom::Headroom, colors: &Colors) -> (String, bool) {
+    let with: Vec<&super::headroom::HeadroomRow> = h
+        .conditions
+        .iter()
+        .filter(|c| c.headroom >= super::headroom::MIN_HEADROOM)
+        .collect();
+    let curves: Vec<(String, Vec<f64>)> = h
+        .selectors
+        .iter()
+        .map(|s| {
+            let mut v: Vec<f64> = with
+                .iter()
+                .filter_map(|c| c.selectors.iter().find(|e| &e.scheme == s)?.captured)
+                .filter(|v| v.is_finite())
+                .collect();
+            v.sort_by(f64::total_cmp);
+            (s.clone(), v)
+        })
+        .collect();
+    let clipped = curves
+        .iter()
+        .flat_map(|c| c.1.iter())
+        .any(|&v| !(CAPTURED_RANGE.0..=CAPTURED_RANGE.1).contains(&v));
+    let svg = cdf_svg(
+        "Headroom captured CDF",
+        "Share of the headroom captured (R_sel - R_best_single) / (R_oracle - R_best_single)",
+        Axis::linear(CAPTURED_RANGE.0, CAPTURED_RANGE.1),
+        fmt_pct_tick,
+        &curves,
+        with.len(),
         colors,
     );
     (svg, clipped)

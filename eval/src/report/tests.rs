@@ -35,6 +35,8 @@ fn row(cond: &str, env: &str, scheme: &str, seed: u64, reward: f64) -> FlowRow {
         timeouts: 0,
         fallback_s: 0.0,
         takeovers: 0,
+        objective: "reward".into(),
+        score: None,
         status: "ok".into(),
     }
 }
@@ -528,15 +530,148 @@ fn results_without_the_columns_added_later_still_read() {
     for l in text.lines() {
         let cells: Vec<&str> = l.split(',').collect();
         let n = cells.len();
-        // fallback_s and takeovers are the two columns before status.
-        old.push_str(&cells[..n - 3].join(","));
+        // fallback_s, takeovers, objective and score are the four columns before status.
+        old.push_str(&cells[..n - 5].join(","));
         old.push(',');
         old.push_str(cells[n - 1]);
         old.push('\n');
     }
-    assert!(old.starts_with("scenario,") && !old.contains("takeovers"));
+    assert!(old.starts_with("scenario,") && !old.contains("takeovers") && !old.contains("score"));
     std::fs::write(&p, old).unwrap();
     let rows: Vec<FlowRow> = read_csv(&p).unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!((rows[0].fallback_s, rows[0].takeovers), (0.0, 0));
+    // A row without a score is ranked by its reward (the `reward` objective's score).
+    assert_eq!(
+        (rows[0].objective.as_str(), rows[0].score),
+        ("reward", None)
+    );
+    assert!((rows[0].rank_score() - rows[0].reward).abs() < 1e-12);
+}
+
+/// Two single CCAs and two selectors over two classes:
+/// wan c1: a 1.0, b 0.5, sel-x 0.8, sel-y 1.0 | wan c2: a 0.0, b 1.0, sel-x 0.9, sel-y 0.2
+/// cell c3: a 2.0, b 2.005 (headroom under 0.01), sel-x 2.0, sel-y 1.0
+/// c4: only `a` has a result (left out: `b` has a hole there).
+/// Means over c1..c3: a 1.0, b 1.168: B = b.
+fn headroom_rows() -> Vec<FlowRow> {
+    let mut rows = Vec::new();
+    let cells: &[(&str, &str, &str, f64)] = &[
+        ("c1", "wan", "a", 1.0),
+        ("c1", "wan", "b", 0.5),
+        ("c1", "wan", "selector-x", 0.8),
+        ("c1", "wan", "selector-y", 1.0),
+        ("c2", "wan", "a", 0.0),
+        ("c2", "wan", "b", 1.0),
+        ("c2", "wan", "selector-x", 0.9),
+        ("c2", "wan", "selector-y", 0.2),
+        ("c3", "cell", "a", 2.0),
+        ("c3", "cell", "b", 2.005),
+        ("c3", "cell", "selector-x", 2.0),
+        ("c3", "cell", "selector-y", 1.0),
+        ("c4", "cell", "a", 5.0),
+        ("c4", "cell", "selector-x", 5.0),
+    ];
+    for &(c, env, scheme, r) in cells {
+        for seed in [1, 2] {
+            let mut row = row(c, env, scheme, seed, -100.0);
+            // The score ranks, not the reward: a score column overrides it.
+            row.objective = "delay".into();
+            row.score = Some(r + if seed == 1 { 0.05 } else { -0.05 });
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+#[test]
+fn headroom_names_best_single_oracle_and_captured_shares() {
+    let summary = summarize("h", &headroom_rows());
+    let hr = summary
+        .headroom
+        .as_ref()
+        .expect("singles and selectors: a headroom analysis");
+    assert_eq!(hr.singles, ["a", "b"]);
+    assert_eq!(hr.selectors, ["selector-x", "selector-y"]);
+    assert_eq!(hr.best_single, "b");
+    assert_eq!(hr.incomplete_conditions, 1);
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    // Overall over c1..c3: R_B = (0.5 + 1 + 2.005) / 3, oracle = (1 + 1 + 2.005) / 3.
+    let all = &hr.overall;
+    assert_eq!(all.conditions, 3);
+    assert!(close(all.r_best_single, 3.505 / 3.0));
+    assert!(close(all.r_oracle, 4.005 / 3.0));
+    assert!(close(all.headroom, 0.5 / 3.0));
+    assert_eq!(all.conditions_with_headroom, 1);
+    let sx = &all.selectors[0];
+    assert_eq!(sx.scheme, "selector-x");
+    assert!(close(sx.reward, 3.7 / 3.0));
+    assert!(close(sx.captured.unwrap(), (3.7 - 3.505) / 0.5));
+    assert!(sx.beats_best_in_set);
+    let sy = &all.selectors[1];
+    assert!(close(sy.captured.unwrap(), (2.2 - 3.505) / 0.5));
+    assert!(!sy.beats_best_in_set);
+    // Class wan: B = b is also the class's best (0.75 vs 0.5); oracle 1.0.
+    let wan = hr.classes.iter().find(|c| c.env == "wan").unwrap();
+    assert_eq!(wan.best_in_set, "b");
+    assert!(close(wan.headroom, 0.25));
+    assert!(close(
+        wan.selectors[0].captured.unwrap(),
+        (0.85 - 0.75) / 0.25
+    ));
+    // Class cell (c3 only; c4 is incomplete): headroom 0 -> no captured share.
+    let cell = hr.classes.iter().find(|c| c.env == "cell").unwrap();
+    assert_eq!(cell.conditions, 1);
+    assert_eq!(cell.conditions_with_headroom, 0);
+    assert!(cell.selectors[0].captured.is_none());
+    // Per condition: c2's oracle is b = B, so no headroom; c1's oracle is a.
+    let c1 = hr.conditions.iter().find(|c| c.label == "c1").unwrap();
+    assert_eq!(c1.best_in_set, "a");
+    assert!(close(c1.headroom, 0.5));
+    assert!(close(c1.selectors[0].captured.unwrap(), 0.6));
+    assert!(close(c1.selectors[1].captured.unwrap(), 1.0));
+    assert!(!c1.selectors[1].beats_best_in_set, "equal is not better");
+    let c2 = hr.conditions.iter().find(|c| c.label == "c2").unwrap();
+    assert!(c2.selectors[0].captured.is_none());
+}
+
+#[test]
+fn headroom_needs_singles_and_selectors() {
+    let only_singles: Vec<FlowRow> = headroom_rows()
+        .into_iter()
+        .filter(|r| !r.scheme.starts_with("selector-"))
+        .collect();
+    assert!(summarize("h", &only_singles).headroom.is_none());
+    let only_selectors: Vec<FlowRow> = headroom_rows()
+        .into_iter()
+        .filter(|r| r.scheme.starts_with("selector-"))
+        .collect();
+    assert!(summarize("h", &only_selectors).headroom.is_none());
+}
+
+#[test]
+fn headroom_section_and_cdf_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = headroom_rows();
+    write_report(
+        dir.path(),
+        &ReportInput {
+            title: "h",
+            rows: &rows,
+            series: &[],
+        },
+    )
+    .unwrap();
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("## Selection headroom"), "{md}");
+    assert!(md.contains("Best single CCA overall (B, the one to deploy): `b`"));
+    assert!(md.contains("| `overall` | 3 | 1 |"), "{md}");
+    assert!(md.contains("plots/headroom_cdf.svg"));
+    let svg = std::fs::read_to_string(dir.path().join("plots/headroom_cdf.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("selector-x"),
+        "{svg}"
+    );
+    let json = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+    assert!(json.contains("\"best_single\": \"b\""));
 }

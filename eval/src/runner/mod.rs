@@ -25,10 +25,12 @@ use ccp_datapath::sim::{RealtimeSimulator, Simulator};
 use ccp_datapath::stats::percentile_unsorted;
 use thiserror::Error;
 
+use crate::iw_web::workload::flow_size_pkts;
 use crate::results::{FlowRow, SeriesRow, SwapRow};
-use crate::scenario::{Buffer, Condition, FlowGroup, RateSource, Scenario};
+use crate::scenario::{Buffer, Condition, FlowGroup, Objective, RateSource, Scenario};
 use crate::selectors;
 use crate::{schemes, traces};
+use ccp_datapath::sim::rng::Rng;
 
 #[cfg(feature = "kernel")]
 pub mod kernel;
@@ -132,7 +134,8 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
             .map(|s| (*s).to_string())
             .collect(),
     };
-    for s in schemes.iter().chain(scenario.named_schemes().iter()) {
+    // The scenario's own list is not checked when `--schemes` replaces it.
+    for s in schemes.iter().chain(scenario.traffic_schemes().iter()) {
         if schemes::resolve(s).is_none() {
             return Err(RunError::UnknownScheme(s.clone()));
         }
@@ -277,11 +280,13 @@ fn run_job(scenario: &Scenario, job: &Job, opts: &RunOptions) -> JobOutput {
         capacity_bps: 0,
         buffer_bytes: 0,
     };
-    let rows = flow_specs(scenario, &job.scheme, 0)
+    let objectives = flow_objectives(scenario, cond, &job.scheme);
+    let rows = flow_specs(scenario, cond, &job.scheme, 0, job.seed)
         .iter()
         .enumerate()
         .map(|(i, (role, name, spec))| {
             let mut r = ctx.row(i, role, name, spec);
+            r.objective = objectives.get(i).copied().unwrap_or_default().name().into();
             r.status = format!("failed: {}", err.replace(['\n', ','], " "));
             r
         })
@@ -332,26 +337,36 @@ fn link_for(cond: &Condition) -> (LinkSpec, u64) {
     )
 }
 
-/// Every flow of a run: (role, scheme name, spec).
-fn flow_specs(
+/// Every flow of a run in `cond`: (role, scheme name, spec). Flows of a group with web-like
+/// sizes draw each size from the web-search mix with a stream of the run's `seed` (so every
+/// scheme sees the same sizes in the same run).
+pub(crate) fn flow_specs(
     scenario: &Scenario,
+    cond: &Condition,
     scheme: &str,
     one_way_delay_ns: u64,
+    seed: u64,
 ) -> Vec<(&'static str, String, FlowSpec)> {
     let mut out = Vec::new();
+    let mut sizes = Rng::derive(seed, WEB_SIZE_STREAM);
     let mut add = |role: &'static str, g: &FlowGroup, name: &str| {
         let Some(s) = schemes::resolve(name) else {
             return;
         };
         for k in 0..g.count {
             let start = g.start_s + g.stagger_s * k as f64;
+            let size_bytes = if g.web_sizes {
+                Some(u64::from(flow_size_pkts(&mut sizes)) * u64::from(MSS_BYTES))
+            } else {
+                g.size_bytes
+            };
             out.push((
                 role,
                 name.to_string(),
                 FlowSpec {
                     scheme: s.clone(),
                     start_ns: (start * 1e9) as u64,
-                    size_bytes: g.size_bytes,
+                    size_bytes,
                     one_way_delay_ns,
                     mss_bytes: MSS_BYTES,
                     init_cwnd_bytes: INIT_CWND_PKTS * MSS_BYTES,
@@ -362,13 +377,33 @@ fn flow_specs(
             ));
         }
     };
-    for g in &scenario.flows {
+    for g in scenario.flows_of(cond) {
         add("main", g, g.scheme.as_deref().unwrap_or(scheme));
     }
-    for g in &scenario.cross {
+    for g in scenario.cross_of(cond) {
         add("cross", g, g.scheme.as_deref().unwrap_or(scheme));
     }
     out
+}
+
+/// The random stream web-like flow sizes are drawn from.
+const WEB_SIZE_STREAM: u64 = 0x5745_4253;
+
+/// The objective of every flow of [`flow_specs`], in the same order (flows of a scheme the
+/// registry does not know are left out of both).
+pub(crate) fn flow_objectives(
+    scenario: &Scenario,
+    cond: &Condition,
+    scheme: &str,
+) -> Vec<Objective> {
+    let flows = scenario.flows_of(cond).iter();
+    let cross = scenario.cross_of(cond).iter();
+    flows
+        .map(|g| (g, g.scheme.as_deref().unwrap_or(scheme)))
+        .chain(cross.map(|g| (g, g.scheme.as_deref().unwrap_or(scheme))))
+        .filter(|(_, name)| schemes::resolve(name).is_some())
+        .flat_map(|(g, _)| std::iter::repeat_n(g.objective, g.count))
+        .collect()
 }
 
 /// A job's network run: the spec both datapaths run, each flow's (role, scheme name, spec),
@@ -383,7 +418,7 @@ struct Planned {
 fn plan_network(scenario: &Scenario, cond: &Condition, job: &Job) -> Planned {
     let (link, capacity_bps) = link_for(cond);
     let owd = (cond.rtt_ms * 1e6 / 2.0) as u64;
-    let flows = flow_specs(scenario, &job.scheme, owd);
+    let flows = flow_specs(scenario, cond, &job.scheme, owd, job.seed);
     let spec = NetworkSpec {
         seed: job.seed,
         duration_ns: (scenario.duration_s * 1e9) as u64,
@@ -443,6 +478,13 @@ impl Planned {
     }
 }
 
+/// The port the selectors see: the simulator opens every flow to port 80, so the selectors get
+/// the port of the flows under test instead (the one their groups share, if they share one).
+pub(crate) fn flows_port(scenario: &Scenario, cond: &Condition) -> Option<u16> {
+    let mut ports = scenario.flows_of(cond).iter().map(|g| g.port);
+    ports.next().filter(|p| ports.all(|q| q == *p))
+}
+
 /// Runs a job in the simulator: virtual time with a lock-step agent, or real time with the
 /// external agent of `--realtime`.
 fn simulate(
@@ -458,7 +500,10 @@ fn simulate(
             UnixTransport::bind(&own, agent_name).map_err(|e| format!("bind {own}: {e}"))?;
         return planned.run_on(RealtimeSimulator::new(transport), scenario, cond, job, None);
     }
-    let (agent, selectors) = planned.needs_agent().then(schemes::agent).unzip();
+    let (agent, selectors) = planned
+        .needs_agent()
+        .then(|| schemes::agent_for(flows_port(scenario, cond)))
+        .unzip();
     planned.run_on(
         Simulator::new(agent),
         scenario,
@@ -509,6 +554,7 @@ fn job_output(
         packets,
         ..JobOutput::default()
     };
+    let objectives = flow_objectives(scenario, cond, &job.scheme);
     for (i, ((role, name, spec), r)) in f.flows.iter().zip(f.results).enumerate() {
         let capacity = mean_capacity_bps(
             cond,
@@ -517,6 +563,7 @@ fn job_output(
             r.completion_ns.unwrap_or(f.duration_ns),
         );
         let mut row = ctx.row(i, role, name, spec);
+        row.objective = objectives.get(i).copied().unwrap_or_default().name().into();
         fill_metrics(&mut row, r, f.duration_ns, capacity);
         if let Some(why) = suspect(spec, r, &row, f.duration_ns) {
             row.status = why;
@@ -543,8 +590,62 @@ fn job_output(
             last = (s.t_ns, s.delivered_bytes);
         }
     }
+    score_rows(&mut out.rows, &objectives, f.duration_ns);
     out
 }
+
+/// Fills every row's `score` by its objective ([`Objective`]); the fair share of
+/// [`Objective::Friendly`] is the mean goodput of the run's flows that run to the end.
+fn score_rows(rows: &mut [FlowRow], objectives: &[Objective], duration_ns: u64) {
+    let long: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.size_bytes.is_none())
+        .map(|r| r.throughput_mbps)
+        .collect();
+    let fair = if long.is_empty() {
+        None
+    } else {
+        Some(long.iter().sum::<f64>() / long.len() as f64)
+    };
+    let end_s = duration_ns as f64 / 1e9;
+    for (row, o) in rows.iter_mut().zip(objectives) {
+        row.score = Some(score(row, *o, fair, end_s));
+    }
+}
+
+/// One flow's score under `objective` (see [`Objective`]); `fair` is the run's fair share,
+/// Mbit/s, `end_s` the run's end.
+pub fn score(row: &FlowRow, objective: Objective, fair: Option<f64>, end_s: f64) -> f64 {
+    let tput = row.throughput_mbps.max(MIN_TPUT_MBPS);
+    let rtt = if row.mean_rtt_ms > 0.0 {
+        row.mean_rtt_ms
+    } else {
+        1.0
+    };
+    match objective {
+        Objective::Reward => (tput / rtt).ln(),
+        Objective::Throughput => tput.ln(),
+        Objective::Delay => {
+            let p95 = if row.p95_rtt_ms > 0.0 {
+                row.p95_rtt_ms
+            } else {
+                rtt
+            };
+            tput.ln() - 2.0 * p95.ln()
+        }
+        Objective::Friendly => {
+            let f = fair.unwrap_or(tput).max(MIN_TPUT_MBPS);
+            (tput.min(f * f / tput) / rtt).ln()
+        }
+        Objective::Fct => {
+            let fct = row.fct_s.unwrap_or(end_s - row.start_s).max(MIN_FCT_S);
+            -fct.ln()
+        }
+    }
+}
+
+/// FCT floor in scores, s (a flow cannot finish in no time).
+const MIN_FCT_S: f64 = 1e-6;
 
 /// The condition's phases as the simulator's path changes.
 fn path_changes(cond: &Condition) -> Vec<PathChange> {
@@ -663,6 +764,8 @@ impl RowCtx<'_> {
             timeouts: 0,
             fallback_s: 0.0,
             takeovers: 0,
+            objective: Objective::Reward.name().into(),
+            score: None,
             status: "ok".into(),
         }
     }

@@ -17,6 +17,9 @@
 //! # cellular = { seed = 3, mean_mbps = 12 }  # a generated cellular trace instead
 //! # phases = [{ at_s = 60, bw_mbps = 50, rtt_ms = 40, loss = 0.01 }]  # a changing path
 //! # ack_aggregation_ms = 10 # ACKs released in bursts every 10 ms
+//! # trace_offset_s = 40     # start a trace 40 s in (another segment of the same recording)
+//! # cross = [{ scheme = "native-cubic", count = 2 }]  # this condition's own traffic: `flows`
+//! #                          # and `cross` here replace the scenario's groups for it
 //!
 //! [grid]                     # ... and/or a grid: every combination
 //! bw_mbps = [10, 50]
@@ -29,6 +32,9 @@
 //! start_s = 0.0
 //! # size_bytes = 1_000_000  # finite flow
 //! # on_off_s = [1.0, 0.5]   # application-limited: 1 s with data, 0.5 s without
+//! # sizes = "web"           # finite flows, each size drawn from the web-search mix
+//! # objective = "delay"     # how these flows are scored (see `Objective`; default "reward")
+//! # port = 5001             # destination port (a selector's preference mode is chosen by it)
 //!
 //! [[cross]]                  # cross traffic with a fixed scheme
 //! scheme = "native-cubic"
@@ -136,6 +142,10 @@ pub struct Condition {
     pub phases: Vec<Phase>,
     /// ACK aggregation interval, ms (0: none).
     pub ack_aggregation_ms: f64,
+    /// This condition's own flows of the scheme under test (`None`: the scenario's).
+    pub flows: Option<Vec<FlowGroup>>,
+    /// This condition's own cross traffic (`None`: the scenario's).
+    pub cross: Option<Vec<FlowGroup>>,
 }
 
 /// A group of flows.
@@ -153,6 +163,63 @@ pub struct FlowGroup {
     pub size_bytes: Option<u64>,
     /// Application on/off periods, s (`None`: always has data).
     pub on_off_s: Option<(f64, f64)>,
+    /// Each flow's size is drawn from the web-search mix (`iw_web::workload::flow_size_pkts`)
+    /// with the run's seed, instead of `size_bytes`.
+    pub web_sizes: bool,
+    /// How the group's flows are scored.
+    pub objective: Objective,
+    /// Destination port of the group's flows (80 unless given).
+    pub port: u16,
+}
+
+/// How a flow is scored: the `score` column of `results.csv`, which ranks schemes per
+/// condition. Every objective is a logarithm, so a difference of 0.1 is a ~10 % ratio in the
+/// quantity scored, whatever the condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Objective {
+    /// TCP-RL's reward, ln(throughput Mbit/s / mean RTT ms).
+    #[default]
+    Reward,
+    /// Throughput-sensitive (Antelope's throughput mode: delay does not count): ln(Mbit/s).
+    Throughput,
+    /// Delay-sensitive (Antelope's delay mode): ln(Mbit/s) - 2 ln(p95 RTT ms), the tail
+    /// delay weighing twice the throughput.
+    Delay,
+    /// Competition: the throughput counted is the flow's own up to the fair share `f` (the
+    /// mean goodput of the run's flows that run to the end) and falls as it takes more,
+    /// `min(x, f^2 / x)`: taking twice the fair share counts as getting half of it, so share
+    /// and friendliness both count. ln(that Mbit/s / mean RTT ms).
+    Friendly,
+    /// Finite flows: -ln(flow completion time in s); a flow that did not finish counts the
+    /// time from its start to the end of the run.
+    Fct,
+}
+
+impl Objective {
+    /// Every objective.
+    pub const ALL: [Objective; 5] = [
+        Objective::Reward,
+        Objective::Throughput,
+        Objective::Delay,
+        Objective::Friendly,
+        Objective::Fct,
+    ];
+
+    /// The name in scenario files and `results.csv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Reward => "reward",
+            Objective::Throughput => "throughput",
+            Objective::Delay => "delay",
+            Objective::Friendly => "friendly",
+            Objective::Fct => "fct",
+        }
+    }
+
+    /// Parses [`Objective::name`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.name() == s)
+    }
 }
 
 /// A validated scenario.
@@ -175,6 +242,9 @@ pub struct Scenario {
     /// Cross traffic.
     pub cross: Vec<FlowGroup>,
 }
+
+/// The destination port of a flow whose group names none.
+pub const DEFAULT_PORT: u16 = 80;
 
 mod limits;
 mod parse;
@@ -249,6 +319,9 @@ impl Scenario {
                 stagger_s: 0.0,
                 size_bytes: None,
                 on_off_s: None,
+                web_sizes: false,
+                objective: Objective::Reward,
+                port: DEFAULT_PORT,
             });
         }
         let cross = groups(&src, &raw.cross, "cross", true, duration_s)?;
@@ -265,11 +338,40 @@ impl Scenario {
         })
     }
 
-    /// Every scheme named in the scenario (under test and cross traffic).
+    /// Every scheme named in the scenario (under test and cross traffic, the conditions' own
+    /// groups too).
     pub fn named_schemes(&self) -> Vec<String> {
         let mut v: Vec<String> = self.schemes.clone().unwrap_or_default();
-        v.extend(self.cross.iter().filter_map(|g| g.scheme.clone()));
-        v.extend(self.flows.iter().filter_map(|g| g.scheme.clone()));
+        v.extend(self.traffic_schemes());
+        v.sort();
+        v.dedup();
         v
+    }
+
+    /// The fixed schemes of the flow groups (cross traffic and any group naming its scheme),
+    /// the conditions' own groups too: what every run needs whatever the schemes under test.
+    pub fn traffic_schemes(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        let groups = self.conditions.iter().flat_map(|c| {
+            c.flows
+                .iter()
+                .chain(c.cross.iter())
+                .flatten()
+                .chain(self.flows.iter().chain(&self.cross))
+        });
+        v.extend(groups.filter_map(|g| g.scheme.clone()));
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The flows of the scheme under test in `cond` (its own groups, else the scenario's).
+    pub fn flows_of<'a>(&'a self, cond: &'a Condition) -> &'a [FlowGroup] {
+        cond.flows.as_deref().unwrap_or(&self.flows)
+    }
+
+    /// The cross traffic in `cond` (its own groups, else the scenario's).
+    pub fn cross_of<'a>(&'a self, cond: &'a Condition) -> &'a [FlowGroup] {
+        cond.cross.as_deref().unwrap_or(&self.cross)
     }
 }

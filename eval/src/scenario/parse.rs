@@ -14,7 +14,9 @@ use super::limits::{
     packets_per_run,
 };
 use super::raw::{RawCondition, RawFlows, RawGrid, RawScenario, Src, check, fmt_num, pos};
-use super::{Buffer, Condition, FlowGroup, Phase, RateSource, ScenarioError};
+use super::{
+    Buffer, Condition, DEFAULT_PORT, FlowGroup, Objective, Phase, RateSource, ScenarioError,
+};
 
 pub(super) fn seeds(src: &Src<'_>, raw: &RawScenario) -> Result<Vec<u64>, ScenarioError> {
     Ok(match (&raw.seeds, &raw.repetitions) {
@@ -144,6 +146,7 @@ pub(super) fn groups(
                 }
                 None => None,
             };
+            let (web_sizes, objective, port) = group_extras(src, f, &field)?;
             Ok(FlowGroup {
                 scheme: f.scheme.clone(),
                 count: *f.count.get_ref(),
@@ -151,9 +154,59 @@ pub(super) fn groups(
                 stagger_s,
                 size_bytes: f.size_bytes.as_ref().map(|b| *b.get_ref()),
                 on_off_s,
+                web_sizes,
+                objective,
+                port,
             })
         })
         .collect()
+}
+
+/// A group's `sizes`, `objective` and `port`: (web-like sizes, objective, port).
+fn group_extras(
+    src: &Src<'_>,
+    f: &RawFlows,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(bool, Objective, u16), ScenarioError> {
+    let web_sizes = match &f.sizes {
+        Some(v) if v.get_ref() == "web" => {
+            if f.size_bytes.is_some() {
+                return Err(src.invalid(v, field("sizes"), "give sizes or size_bytes, not both"));
+            }
+            true
+        }
+        Some(v) => {
+            return Err(src.invalid(
+                v,
+                field("sizes"),
+                &format!("unknown size mix {:?} (known: \"web\")", v.get_ref()),
+            ));
+        }
+        None => false,
+    };
+    let objective = match &f.objective {
+        Some(v) => Objective::parse(v.get_ref()).ok_or_else(|| {
+            let known: Vec<&str> = Objective::ALL.iter().map(|o| o.name()).collect();
+            src.invalid(
+                v,
+                field("objective"),
+                &format!(
+                    "unknown objective {:?} (known: {})",
+                    v.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })?,
+        None => Objective::Reward,
+    };
+    let port = match &f.port {
+        Some(v) => {
+            check(src, v, field("port"), |&p| p >= 1, "must be in [1, 65535]")?;
+            *v.get_ref()
+        }
+        None => DEFAULT_PORT,
+    };
+    Ok((web_sizes, objective, port))
 }
 
 /// At least one flow of the scheme under test, and at most [`MAX_FLOWS_PER_RUN`] in a run.
@@ -163,14 +216,26 @@ pub(super) fn flow_totals(
     flows: &[FlowGroup],
     cross: &[FlowGroup],
 ) -> Result<(), ScenarioError> {
-    let main: usize = flows.iter().map(|g| g.count).sum();
-    let all = main + cross.iter().map(|g| g.count).sum::<usize>();
     let at = raw
         .flows
         .iter()
         .chain(&raw.cross)
         .last()
         .map_or(raw.duration_s.span(), |g| g.count.span());
+    totals(src, at, "flows", flows, cross)
+}
+
+/// At least one flow of the scheme under test, at most [`MAX_FLOWS_PER_RUN`] in a run;
+/// `at` is where an error points, `field` what it names.
+pub(super) fn totals(
+    src: &Src<'_>,
+    at: std::ops::Range<usize>,
+    field: &str,
+    flows: &[FlowGroup],
+    cross: &[FlowGroup],
+) -> Result<(), ScenarioError> {
+    let main: usize = flows.iter().map(|g| g.count).sum();
+    let all = main + cross.iter().map(|g| g.count).sum::<usize>();
     let message = if main == 0 {
         "the [[flows]] groups have no flow (every count is 0)".to_string()
     } else if all > MAX_FLOWS_PER_RUN {
@@ -183,7 +248,7 @@ pub(super) fn flow_totals(
     Err(ScenarioError::Invalid {
         path: src.path.to_string(),
         line: src.line(at.start),
-        field: "flows".into(),
+        field: field.into(),
         message,
     })
 }
@@ -197,7 +262,33 @@ pub(super) fn condition(
 ) -> Result<Condition, ScenarioError> {
     let f = |name: &str| format!("conditions[{i}].{name}");
     in_range(src, &c.rtt_ms, f("rtt_ms"), RTT_MS)?;
-    let rate = rate_source(src, c, base, &f)?;
+    let mut rate = rate_source(src, c, base, &f)?;
+    if let Some(o) = &c.trace_offset_s {
+        let RateSource::TraceFile(_, trace) = &mut rate else {
+            return Err(src.invalid(o, f("trace_offset_s"), "only a trace file has an offset"));
+        };
+        let period_s = trace.period_ns as f64 / 1e9;
+        let r = Range::below(0.0, period_s, "s (within the trace's period)");
+        let offset_s = in_range(src, o, f("trace_offset_s"), r)?;
+        *trace = rotate(trace, (offset_s * 1e9) as u64);
+    }
+    let own = |v: &Option<Spanned<Vec<RawFlows>>>, what: &str, cross: bool| {
+        v.as_ref()
+            .map(|g| groups(src, g.get_ref(), &f(what), cross, duration_s))
+            .transpose()
+    };
+    let own_flows = own(&c.flows, "flows", false)?;
+    let own_cross = own(&c.cross, "cross", true)?;
+    if let Some(fl) = &own_flows {
+        let at = c.flows.as_ref().map_or(0..0, Spanned::span);
+        totals(
+            src,
+            at,
+            &f("flows"),
+            fl,
+            own_cross.as_deref().unwrap_or(&[]),
+        )?;
+    }
     let loss = match &c.loss {
         Some(l) => in_range(src, l, f("loss"), LOSS)?,
         None => 0.0,
@@ -257,7 +348,26 @@ pub(super) fn condition(
         buffer,
         phases,
         ack_aggregation_ms,
+        flows: own_flows,
+        cross: own_cross,
     })
+}
+
+/// The same trace started `offset_ns` into its period (another segment of the recording,
+/// still repeating with the same period).
+pub(super) fn rotate(trace: &Trace, offset_ns: u64) -> Trace {
+    let period = trace.period_ns.max(1);
+    let offset = offset_ns % period;
+    let mut ops: Vec<u64> = trace
+        .opportunities_ns
+        .iter()
+        .map(|&t| (t + period - offset) % period)
+        .collect();
+    ops.sort_unstable();
+    Trace {
+        opportunities_ns: ops,
+        period_ns: period,
+    }
 }
 
 pub(super) fn rate_source(
@@ -543,6 +653,8 @@ pub(super) fn grid(
                         buffer: Buffer::Bdp(buf),
                         phases: Vec::new(),
                         ack_aggregation_ms: 0.0,
+                        flows: None,
+                        cross: None,
                     });
                 }
             }

@@ -58,6 +58,12 @@ pub(super) struct RawCondition {
     pub(super) phases: Vec<Spanned<RawPhase>>,
     #[serde(default)]
     pub(super) ack_aggregation_ms: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) trace_offset_s: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) flows: Option<Spanned<Vec<RawFlows>>>,
+    #[serde(default)]
+    pub(super) cross: Option<Spanned<Vec<RawFlows>>>,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +106,12 @@ pub(super) struct RawFlows {
     pub(super) size_bytes: Option<Spanned<u64>>,
     #[serde(default)]
     pub(super) on_off_s: Option<Spanned<[f64; 2]>>,
+    #[serde(default)]
+    pub(super) sizes: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) objective: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) port: Option<Spanned<u16>>,
 }
 
 pub(super) fn one() -> Spanned<usize> {

@@ -339,3 +339,126 @@ fn shipped_scenarios_are_within_the_ranges() {
     }
     assert!(n >= 7, "{n} scenarios");
 }
+
+#[test]
+fn conditions_carry_their_own_traffic_objectives_ports_and_web_sizes() {
+    let s = Scenario::parse(
+        "t.toml",
+        r#"
+name = "t"
+duration_s = 10
+[[conditions]]
+id = "own"
+bw_mbps = 10
+rtt_ms = 20
+flows = [{ count = 3, sizes = "web", objective = "fct", stagger_s = 1 }]
+cross = [{ scheme = "native-cubic", count = 2 }]
+[[conditions]]
+id = "shared"
+bw_mbps = 10
+rtt_ms = 20
+[[flows]]
+objective = "delay"
+port = 5001
+"#,
+        None,
+    )
+    .unwrap();
+    let own = &s.conditions[0];
+    let f = &s.flows_of(own)[0];
+    assert_eq!(
+        (f.count, f.web_sizes, f.objective),
+        (3, true, Objective::Fct)
+    );
+    assert_eq!(f.port, DEFAULT_PORT);
+    assert_eq!(s.cross_of(own)[0].count, 2);
+    let shared = &s.conditions[1];
+    assert!(shared.flows.is_none() && s.cross_of(shared).is_empty());
+    let g = &s.flows_of(shared)[0];
+    assert_eq!(
+        (g.objective, g.port, g.web_sizes),
+        (Objective::Delay, 5001, false)
+    );
+    assert!(s.named_schemes().contains(&"native-cubic".to_string()));
+}
+
+#[test]
+fn bad_objectives_sizes_ports_offsets_and_empty_own_flows_are_refused() {
+    let base = "name = \"t\"\nduration_s = 10\n[[conditions]]\nbw_mbps = 10\nrtt_ms = 20\n";
+    let cases = [
+        (
+            "flows = [{ objective = \"fast\" }]\n",
+            "conditions[0].flows[0].objective",
+            "unknown objective",
+        ),
+        (
+            "flows = [{ sizes = \"mice\" }]\n",
+            "conditions[0].flows[0].sizes",
+            "unknown size mix",
+        ),
+        (
+            "flows = [{ sizes = \"web\", size_bytes = 1000 }]\n",
+            "conditions[0].flows[0].sizes",
+            "not both",
+        ),
+        (
+            "flows = [{ port = 0 }]\n",
+            "conditions[0].flows[0].port",
+            "[1, 65535]",
+        ),
+        (
+            "flows = [{ count = 0 }]\n",
+            "conditions[0].flows",
+            "no flow",
+        ),
+        (
+            "cross = [{ count = 1 }]\n",
+            "conditions[0].cross[0].scheme",
+            "needs a scheme",
+        ),
+        (
+            "trace_offset_s = 3\n",
+            "conditions[0].trace_offset_s",
+            "only a trace file",
+        ),
+    ];
+    for (extra, field, msg) in cases {
+        let e = Scenario::parse("bad.toml", &format!("{base}{extra}"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field) && e.contains(msg), "{extra}: {e}");
+        assert!(e.starts_with("bad.toml:"), "{e}");
+    }
+}
+
+#[test]
+fn a_trace_offset_rotates_the_trace_within_its_period() {
+    let t = Trace::parse("t", "1\n2\n4\n10\n").unwrap();
+    let r = parse::rotate(&t, 3_000_000);
+    assert_eq!(r.period_ns, t.period_ns);
+    assert_eq!(r.opportunities_ns.len(), 4);
+    // 4 -> 1, 10 -> 7, 1 -> 8, 2 -> 9 (ms).
+    let ms: Vec<u64> = r.opportunities_ns.iter().map(|x| x / 1_000_000).collect();
+    assert_eq!(ms, [1, 7, 8, 9]);
+    assert_eq!(r.mean_bps(), t.mean_bps());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("x.down"), "1\n2\n4\n10\n").unwrap();
+    let text = |off: &str| {
+        format!(
+            "name = \"t\"\nduration_s = 5\n[[conditions]]\ntrace = \"x.down\"\n\
+             trace_offset_s = {off}\nrtt_ms = 20\n"
+        )
+    };
+    let s = Scenario::parse("t.toml", &text("0.003"), Some(dir.path())).unwrap();
+    match &s.conditions[0].rate {
+        RateSource::TraceFile(_, tr) => assert_eq!(tr, &r),
+        other => panic!("{other:?}"),
+    }
+    let e = Scenario::parse("t.toml", &text("0.01"), Some(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("trace_offset_s") && e.contains("within the trace's period"),
+        "{e}"
+    );
+}

@@ -74,6 +74,12 @@ pub struct AntelopeConfig {
     /// before the policy asks for it (ours, not Antelope's: 0 is Antelope's plain argmax; the
     /// regressors' noise otherwise makes a flow swap every few units).
     pub min_gain: f64,
+    /// Absolute margin instead of `min_gain`: a candidate must beat the active one's
+    /// prediction by this much (ours; `None`: the relative `min_gain`). For predictions that
+    /// are logarithms (`outcome`'s scores) it is a ratio, 0.1 being ~10 %, the same in every
+    /// mode, where a margin relative to |prediction| depends on the scale of the mode's
+    /// objective (a delay-sensitive score near -8 asks for a gain of 8 at `min_gain` = 1).
+    pub min_gain_abs: Option<f64>,
 }
 
 impl AntelopeConfig {
@@ -105,6 +111,7 @@ impl Default for AntelopeConfig {
             preferences: HashMap::new(),
             choose: Choose::Predict,
             min_gain: 0.3,
+            min_gain_abs: None,
         }
     }
 }
@@ -188,7 +195,7 @@ impl Antelope {
         let initial = self
             .predict_start(ctx.dst_ip)
             .and_then(position)
-            .or_else(|| self.models().start_candidate.as_deref().and_then(position))
+            .or_else(|| self.models().start_for(mode).and_then(position))
             .or_else(|| position(&self.config.default_start))
             .unwrap_or(0);
         let seed = (u64::from(ctx.sock_id) << 32 | u64::from(ctx.dst_ip))
@@ -257,7 +264,12 @@ impl AntelopePolicy {
                     .copied()
                     .unwrap_or(f64::NEG_INFINITY);
                 let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
-                if now.is_finite() && top - now <= self.shared.config.min_gain * now.abs() {
+                let margin = self
+                    .shared
+                    .config
+                    .min_gain_abs
+                    .unwrap_or(self.shared.config.min_gain * now.abs());
+                if now.is_finite() && top - now <= margin {
                     current
                 } else {
                     best

@@ -101,6 +101,9 @@ struct Manifest {
     /// The candidate with the highest mean label (default mode) in the training set.
     #[serde(default)]
     start_candidate: Option<String>,
+    /// Per mode (name): the candidate with the highest mean label of that mode.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    start_by_mode: BTreeMap<String, String>,
     trees: usize,
     depth: usize,
     /// mode name -> candidate -> booster file (relative to the directory).
@@ -130,6 +133,9 @@ pub struct ModelSet {
     /// The candidate with the highest mean label (default mode) in the training set: where a
     /// flow starts when nothing is known about its destination.
     pub start_candidate: Option<String>,
+    /// Per mode the models were fitted for: the candidate with the highest mean label of that
+    /// mode (a delay-sensitive flow's start need not be a default flow's).
+    pub start_by_mode: BTreeMap<Mode, String>,
 }
 
 impl std::fmt::Debug for ModelSet {
@@ -176,6 +182,7 @@ impl ModelSet {
             ..Self::default()
         };
         let mut best_mean = f64::NEG_INFINITY;
+        let mut best_by_mode: BTreeMap<Mode, f64> = BTreeMap::new();
         for (cca, rows) in by_cca {
             if rows.len() < MIN_SAMPLES {
                 continue;
@@ -184,6 +191,15 @@ impl ModelSet {
             if mean > best_mean {
                 best_mean = mean;
                 set.start_candidate = Some(cca.to_string());
+            }
+            for &mode in modes {
+                let m =
+                    rows.iter().map(|s| s.rewards[mode as usize]).sum::<f64>() / rows.len() as f64;
+                let best = best_by_mode.entry(mode).or_insert(f64::NEG_INFINITY);
+                if m > *best {
+                    *best = m;
+                    set.start_by_mode.insert(mode, cca.to_string());
+                }
             }
             // Column-major feature matrix.
             let n = rows.len();
@@ -237,17 +253,31 @@ impl ModelSet {
             .unwrap_or(0)
     }
 
+    /// Where a flow of `mode` starts when nothing is known about its destination: the mode's
+    /// own best candidate in the training set, else the default mode's.
+    pub fn start_for(&self, mode: Mode) -> Option<&str> {
+        self.start_by_mode
+            .get(&mode)
+            .or(self.start_candidate.as_ref())
+            .map(String::as_str)
+    }
+
     /// The booster for (mode, candidate), if any.
     pub fn model(&self, mode: Mode, candidate: &str) -> Option<&GradientBooster> {
         self.models.get(&mode).and_then(|m| m.get(candidate))
     }
 
-    /// Predicted next-unit reward of each candidate in `names` (in that order) under `mode`;
-    /// a candidate with no model scores `f64::NEG_INFINITY` and never wins.
+    /// Predicted next-unit reward of each candidate in `names` (in that order) under `mode`
+    /// (a set without models for `mode`, e.g. `outcome` models fitted for the default mode
+    /// only, predicts with its default-mode models); a candidate with no model scores
+    /// `f64::NEG_INFINITY` and never wins.
     pub fn predict(&self, mode: Mode, names: &[&str], features: &[f64; 7], out: &mut Vec<f64>) {
         out.clear();
         let m = Matrix::new(features, 1, FEATURE_NAMES.len());
-        let models = self.models.get(&mode);
+        let models = self
+            .models
+            .get(&mode)
+            .or_else(|| self.models.get(&Mode::Default));
         for name in names {
             let score = models
                 .and_then(|ms| ms.get(*name))
@@ -273,6 +303,11 @@ impl ModelSet {
             features: FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect(),
             acks_per_unit: self.acks_per_unit,
             start_candidate: self.start_candidate.clone(),
+            start_by_mode: self
+                .start_by_mode
+                .iter()
+                .map(|(m, c)| (m.name().to_string(), c.clone()))
+                .collect(),
             trees: TREES,
             depth: DEPTH,
             models: BTreeMap::new(),
@@ -361,6 +396,15 @@ impl ModelSet {
             start_candidate: manifest.start_candidate.clone(),
             ..Self::default()
         };
+        for (mode_name, cca) in &manifest.start_by_mode {
+            let Some(mode) = Mode::parse(mode_name) else {
+                return Err(ModelError::Manifest {
+                    path,
+                    msg: format!("start_by_mode: unknown mode `{mode_name}`"),
+                });
+            };
+            set.start_by_mode.insert(mode, cca.clone());
+        }
         for (mode_name, files) in &manifest.models {
             let Some(mode) = Mode::parse(mode_name) else {
                 return Err(ModelError::Manifest {

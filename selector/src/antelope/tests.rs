@@ -257,3 +257,51 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Samples where vegas has the best delay-mode label and bbr the best default one.
+fn per_mode(n: usize) -> Vec<Sample> {
+    let mut out = synthetic(n);
+    for s in &mut out {
+        s.rewards[1] = if s.next_cca == "vegas" { 5.0 } else { -5.0 };
+    }
+    out
+}
+
+#[test]
+fn each_mode_starts_on_its_own_best_candidate_and_a_missing_mode_uses_the_default() {
+    let set = ModelSet::train_for(&per_mode(200), 20, "outcome", &Mode::ALL).unwrap();
+    assert_eq!(set.start_for(Mode::Delay), Some("vegas"));
+    // Default labels: cubic and bbr each earn 0.9 half the time: the first of the best.
+    let default = set.start_for(Mode::Default).unwrap().to_string();
+    assert_ne!(default, "vegas");
+    let dir = tempdir();
+    set.save(&dir).unwrap();
+    let back = ModelSet::load(&dir).unwrap();
+    assert_eq!(back.start_for(Mode::Delay), Some("vegas"));
+    let antelope = Antelope::new(
+        AntelopeConfig {
+            preferences: [(5001, Mode::Delay)].into_iter().collect(),
+            ..AntelopeConfig::default()
+        },
+        Arc::new(back),
+    );
+    let flow = |port| FlowContext {
+        dst_port: port,
+        ..FlowContext::for_candidates(&NAMES)
+    };
+    let delay = antelope.policy(&flow(5001));
+    assert_eq!(delay.mode(), Mode::Delay);
+    assert_eq!(NAMES[delay.initial()], "vegas");
+    assert_eq!(NAMES[antelope.policy(&flow(80)).initial()], default);
+
+    // A set fitted for the default mode only: a delay flow starts and predicts as a default
+    // one would.
+    let only = ModelSet::train_for(&per_mode(200), 20, "outcome", &[Mode::Default]).unwrap();
+    assert_eq!(only.start_for(Mode::Delay), Some(default.as_str()));
+    let x = [150.0, 20.0, 0.0, 150.0, 10_000.0, 8_000.0, 50.0];
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    only.predict(Mode::Delay, &NAMES, &x, &mut a);
+    only.predict(Mode::Default, &NAMES, &x, &mut b);
+    assert_eq!(a, b);
+    assert!(a.iter().all(|v| v.is_finite()));
+}

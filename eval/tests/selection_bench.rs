@@ -1,0 +1,222 @@
+//! A small seeded version of `selection-bench`: one condition of each class, shortened, four
+//! single CCAs and two selectors. Checks that every class runs, that each flow is scored by
+//! its class's objective, that web-like sizes follow the seed, and that the report's headroom
+//! columns (best single overall, oracle, captured share) are what the rows say.
+
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::float_cmp)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccp_eval::report;
+use ccp_eval::results::FlowRow;
+use ccp_eval::runner::{self, RunOptions};
+use ccp_eval::scenario::{Objective, Scenario};
+
+const DURATION_S: f64 = 12.0;
+const SINGLES: [&str; 4] = ["cubic", "bbr", "copa", "vegas"];
+const SELECTORS: [&str; 2] = ["selector-rein", "selector-outcome"];
+
+/// The built-in bench cut down: the named conditions, `DURATION_S`, one seed, and web-like
+/// groups with only the flows that start within the shorter run.
+fn small(name: &str, keep: &[&str]) -> Scenario {
+    let mut s = ccp_eval::builtin::scenario(name).unwrap().unwrap();
+    s.duration_s = DURATION_S;
+    s.seeds = vec![s.seeds[0]];
+    // The run names its own schemes; the bench's list (with the ONNX selector, which needs
+    // ONNX Runtime) is not checked then.
+    s.conditions.retain(|c| keep.contains(&c.id.as_str()));
+    assert_eq!(s.conditions.len(), keep.len(), "every kept id is in {name}");
+    for c in &mut s.conditions {
+        for g in c.flows.iter_mut().chain(c.cross.iter_mut()).flatten() {
+            if g.stagger_s > 0.0 {
+                let fit = ((DURATION_S - 1.0 - g.start_s) / g.stagger_s).floor() as usize + 1;
+                g.count = g.count.min(fit);
+            }
+        }
+        c.phases.retain(|p| p.at_s < DURATION_S);
+    }
+    s
+}
+
+fn bench() -> Scenario {
+    small(
+        "selection-bench",
+        &[
+            "att-lte-at0-rtt20-buf1",
+            "wan-bw10-rtt150-loss0.05-buf2",
+            "vs-1cubic-bw30-rtt40-buf1",
+            "delay-20-100-20",
+            "delay-bw20-rtt50-loss0-buf4",
+            "web-flows-vs1cubic-bw20-rtt40-buf2",
+        ],
+    )
+}
+
+fn run(s: &Scenario) -> Vec<FlowRow> {
+    let opts = RunOptions {
+        jobs: 2,
+        schemes: Some(
+            SINGLES
+                .iter()
+                .chain(&SELECTORS)
+                .map(|x| (*x).to_string())
+                .collect(),
+        ),
+        ..RunOptions::default()
+    };
+    let plan = runner::plan(s, &opts).unwrap();
+    let out = runner::run(s, &plan, &opts);
+    assert_eq!(
+        out.failed,
+        0,
+        "{:?}",
+        out.rows.iter().map(|r| &r.status).collect::<Vec<_>>()
+    );
+    out.rows
+}
+
+#[test]
+fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
+    let s = bench();
+    let rows = run(&s);
+    let envs: BTreeSet<&str> = rows.iter().map(|r| r.env.as_str()).collect();
+    assert_eq!(
+        envs,
+        BTreeSet::from(["app", "cellular", "changing", "competition", "wan", "web"])
+    );
+
+    // Every counted flow is scored by its class's objective, and the score is that
+    // objective's formula over the row's own columns.
+    for r in rows.iter().filter(|r| r.role == "main") {
+        assert_eq!(r.status, "ok", "{r:?}");
+        let expect = match (r.env.as_str(), r.condition.as_str()) {
+            ("competition", _) => Objective::Friendly,
+            ("web", _) => Objective::Fct,
+            ("app", c) if c.starts_with("delay") => Objective::Delay,
+            _ => Objective::Reward,
+        };
+        assert_eq!(r.objective, expect.name(), "{r:?}");
+        let score = r.score.expect("a run writes every score");
+        assert!(score.is_finite(), "{r:?}");
+        match expect {
+            Objective::Reward => assert!((score - r.reward).abs() < 1e-12),
+            Objective::Delay => {
+                let want = r.throughput_mbps.ln() - 2.0 * r.p95_rtt_ms.ln();
+                assert!((score - want).abs() < 1e-9, "{r:?}");
+            }
+            // min(x, f^2/x) <= x: never above the flow's own reward.
+            Objective::Friendly => assert!(score <= r.reward + 1e-9, "{r:?}"),
+            Objective::Fct => {
+                let fct = r.fct_s.unwrap_or(DURATION_S - r.start_s);
+                assert!((score + fct.ln()).abs() < 1e-9, "{r:?}");
+            }
+            Objective::Throughput => unreachable!(),
+        }
+    }
+
+    // Web-like sizes come from the seed: the same in every scheme's run, and finite.
+    let sizes = |scheme: &str| -> Vec<Option<u64>> {
+        rows.iter()
+            .filter(|r| r.scheme == scheme && r.condition.starts_with("web-flows"))
+            .filter(|r| r.role == "main")
+            .map(|r| r.size_bytes)
+            .collect()
+    };
+    let web = sizes("cubic");
+    assert!(web.len() >= 5 && web.iter().all(Option::is_some), "{web:?}");
+    assert!(web.iter().collect::<BTreeSet<_>>().len() > 1, "sizes vary");
+    assert_eq!(web, sizes("selector-rein"));
+
+    // The headroom columns, recomputed from the rows.
+    let summary = report::summarize("small", &rows);
+    let h = summary.headroom.as_ref().expect("singles and selectors");
+    let mut mean: BTreeMap<(&str, &str), (f64, usize)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.role == "main" && r.status == "ok") {
+        let e = mean.entry((&r.condition, &r.scheme)).or_default();
+        e.0 += r.score.unwrap();
+        e.1 += 1;
+    }
+    let reward = |c: &str, s: &str| {
+        let (sum, n) = mean[&(c, s)];
+        sum / n as f64
+    };
+    let conds: Vec<&str> = s.conditions.iter().map(|c| c.id.as_str()).collect();
+    let avg =
+        |f: &dyn Fn(&str) -> f64| conds.iter().map(|c| f(c)).sum::<f64>() / conds.len() as f64;
+    let best = SINGLES
+        .iter()
+        .max_by(|a, b| avg(&|c| reward(c, a)).total_cmp(&avg(&|c| reward(c, b))))
+        .unwrap();
+    assert_eq!(&h.best_single, best);
+    let oracle = |c: &str| {
+        SINGLES
+            .iter()
+            .map(|x| reward(c, x))
+            .fold(f64::NEG_INFINITY, f64::max)
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(close(h.overall.r_oracle, avg(&oracle)));
+    assert!(close(h.overall.r_best_single, avg(&|c| reward(c, best))));
+    assert!(h.overall.r_oracle >= h.overall.r_best_single);
+    for sel in SELECTORS {
+        let e = h
+            .overall
+            .selectors
+            .iter()
+            .find(|e| e.scheme == sel)
+            .unwrap();
+        let r_sel = avg(&|c| reward(c, sel));
+        assert!(close(e.reward, r_sel));
+        let hr = h.overall.r_oracle - h.overall.r_best_single;
+        if hr >= report::headroom::MIN_HEADROOM {
+            let want = (r_sel - h.overall.r_best_single) / hr;
+            assert!(close(e.captured.unwrap(), want), "{sel}: {e:?}");
+        }
+    }
+    for c in &h.conditions {
+        assert!(close(c.r_oracle, oracle(&c.label)), "{c:?}");
+        assert_eq!(c.conditions, 1);
+    }
+    assert_eq!(h.classes.len(), 6);
+}
+
+#[test]
+fn the_twin_differs_from_the_bench_in_every_class() {
+    let a = ccp_eval::builtin::scenario("selection-bench")
+        .unwrap()
+        .unwrap();
+    let b = ccp_eval::builtin::scenario("selection-bench-test")
+        .unwrap()
+        .unwrap();
+    assert!(
+        a.seeds.iter().all(|s| !b.seeds.contains(s)),
+        "disjoint seeds"
+    );
+    assert!(a.seeds.len() >= 3 && b.seeds.len() >= 3);
+    let classes = |s: &Scenario| {
+        let mut m: BTreeMap<String, usize> = BTreeMap::new();
+        for c in &s.conditions {
+            *m.entry(c.env.clone()).or_default() += 1;
+        }
+        m
+    };
+    assert_eq!(
+        classes(&a),
+        classes(&b),
+        "the same classes, as many conditions"
+    );
+    assert!(classes(&a).values().all(|&n| n >= 4));
+    // No condition of the test set is one of the bench's (path and traffic alike), and no
+    // trace segment is reused.
+    for c in &b.conditions {
+        let twin = a.conditions.iter().find(|x| {
+            x.rate == c.rate
+                && x.rtt_ms == c.rtt_ms
+                && x.loss == c.loss
+                && x.buffer == c.buffer
+                && x.phases == c.phases
+        });
+        assert!(twin.is_none(), "{} repeats {}", c.id, twin.unwrap().id);
+    }
+}
