@@ -21,6 +21,7 @@ pub const KNOWN: &[&str] = &[
     "antelope",
     "outcome",
     "onnx",
+    "tcprl",
 ];
 
 /// What a policy may be built from.
@@ -74,6 +75,7 @@ pub fn build(spec: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Polic
         ("antelope", None) => learned(OBJECTIVE_ANTELOPE, ctx),
         ("outcome", None) => learned(OBJECTIVE_OUTCOME, ctx),
         ("onnx", None) => onnx(ctx),
+        ("tcprl", None) => tcprl(ctx),
         _ => Err(PolicyError::Unknown {
             name: spec.to_string(),
         }),
@@ -184,6 +186,24 @@ fn onnx(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     let model = ccp_selector::OnnxModel::load(&path, ctx.candidates)
         .map_err(|e| model_err(e.to_string()))?;
     Ok(ccp_selector::OnnxPolicy::factory(Arc::new(model), 0))
+}
+
+/// `tcprl`: TCP-RL's policy and change detector in `<selector.models>/tcprl/` (`tcprl.json`
+/// with `policy.onnx` and `dnc.onnx`), run with ONNX Runtime; flows start on a candidate drawn
+/// from their identity. The model was trained with every decision taking effect: configure
+/// `selector.hysteresis` with one agreeing decision and no dwell to deploy it as trained.
+fn tcprl(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
+    let model_err = |message: String| PolicyError::Model {
+        policy: "tcprl".to_string(),
+        message,
+    };
+    let path = ctx
+        .models
+        .ok_or_else(|| model_err("selector.models is not set".into()))?
+        .join("tcprl/tcprl.json");
+    let model = ccp_selector::tcprl::TcpRlModel::load(&path, ctx.candidates)
+        .map_err(|e| model_err(e.to_string()))?;
+    Ok(ccp_selector::tcprl::TcpRlPolicy::factory(Arc::new(model)))
 }
 
 #[cfg(test)]

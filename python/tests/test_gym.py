@@ -84,14 +84,18 @@ def test_select_swaps_through_the_selector_and_rewards_follow_the_path(tiny: pat
     assert info["candidate_name"] == "cubic" and info["condition"] == "fast"
     # The window's last report carries the active candidate's one-hot.
     per_report = 4 + 3
-    assert obs.shape == (8 * per_report,)
-    assert obs[-3:].tolist() == [1.0, 0.0, 0.0]
+    assert obs.shape == (8 * per_report + 3,)
+    onehot = slice(8 * per_report - 3, 8 * per_report)
+    assert obs[onehot].tolist() == [1.0, 0.0, 0.0]
     steps = 0
     for _ in range(30):
         obs, r, term, trunc, info = env.step(1)
         steps += 1
     assert info["candidate_name"] == "bbr"
-    assert obs[-3:].tolist() == [0.0, 1.0, 0.0]
+    assert obs[onehot].tolist() == [0.0, 1.0, 0.0]
+    # TCP-RL's state of the step closes the observation.
+    assert abs(obs[-3] - np.log1p(info["throughput_mbps"])) < 1e-5
+    assert abs(obs[-2] - np.log1p(info["rtt_ms"])) < 1e-5
     # 10 Mbit/s at 20 ms: BBR fills the pipe; a step is about one RTT.
     assert 6.0 < info["throughput_mbps"] <= 10.5, info
     assert 19.0 < info["rtt_ms"] < 60.0, info

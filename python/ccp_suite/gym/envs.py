@@ -117,7 +117,8 @@ class SelectEnv(_SimEnv):
     """`ccp/Select-v0`: TCP-RL's congestion-control selection through the real selector.
 
     Observation: the selector's feature window (`window` reports x (throughput_norm, rtt_ratio,
-    loss_frac, timeout, one-hot of the active candidate)), float32. Action: a candidate index
+    loss_frac, timeout, one-hot of the active candidate)), then TCP-RL's state of the step
+    (ln(1 + throughput Mbit/s), ln(1 + RTT ms), loss fraction), float32 in [0, 10]. Action: a candidate index
     (`Discrete(len(candidates))`); switching hands the flow over with its state, as the
     selector does in a deployment (no hysteresis: every action takes effect). Reward: TCP-RL's
     ln(throughput Mbit/s / RTT ms) over the step. A step lasts `step_rtts` smoothed RTTs

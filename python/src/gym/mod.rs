@@ -144,7 +144,7 @@ impl EnvCore {
             )));
         }
         let obs_len = match kind {
-            Kind::Select => window * (ccp_selector::onnx::FEATURES.len() + candidates.len()),
+            Kind::Select => ccp_selector::tcprl::observation_len(window, candidates.len()),
             Kind::Rate | Kind::Cwnd => history * control::FEATURES.len(),
         };
         Ok(Self {
@@ -178,10 +178,14 @@ impl EnvCore {
         self.obs_len
     }
 
-    /// Names of the values of one report (`select`) or interval (`rate`, `cwnd`).
+    /// Names of the values of one report, then of the step's state (`select`), or of one
+    /// interval (`rate`, `cwnd`).
     fn feature_names(&self) -> Vec<String> {
         match self.kind {
-            Kind::Select => ccp_selector::onnx::feature_names(&self.candidates),
+            Kind::Select => ccp_selector::onnx::feature_names(&self.candidates)
+                .into_iter()
+                .chain(ccp_selector::tcprl::STATE.iter().map(|s| (*s).to_string()))
+                .collect(),
             Kind::Rate | Kind::Cwnd => control::FEATURES.iter().map(|s| (*s).to_string()).collect(),
         }
     }

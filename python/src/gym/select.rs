@@ -1,7 +1,7 @@
 //! The `select` environment's controller: a selection policy of the real selector whose
 //! decisions come from the learner, one per step.
 
-use ccp_selector::tcprl::Stepper;
+use ccp_selector::tcprl::{Stepper, observation};
 use ccp_selector::{Decision, Features, SelectionPolicy};
 
 use super::episode::{Obs, Port};
@@ -29,7 +29,7 @@ impl SelectionPolicy for Learner {
         };
         let m = f.measurement;
         let action = self.port.suspend(Obs {
-            features: self.stepper.window().values().to_vec(),
+            features: observation(self.stepper.window(), &st),
             reward: st.reward(),
             throughput_mbps: st.throughput_mbps(),
             rtt_ms: st.rtt_ms(),

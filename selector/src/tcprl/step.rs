@@ -80,6 +80,32 @@ impl StepStats {
     }
 }
 
+/// TCP-RL's state of a step, appended to the feature window in an observation: ln(1 +
+/// throughput Mbit/s), ln(1 + RTT ms) and the loss fraction (the window's features are
+/// relative to the flow's own maxima and minima; these carry the path's absolute scale).
+pub const STATE: [&str; 3] = ["ln1p_throughput_mbps", "ln1p_rtt_ms", "step_loss_frac"];
+
+/// Upper bound of every observation value.
+pub const OBS_CAP: f32 = 10.0;
+
+/// An observation: the window's values (oldest report first), then [`STATE`] of `st`.
+pub fn observation(window: &FeatureWindow, st: &StepStats) -> Vec<f32> {
+    let mut v = Vec::with_capacity(window.values().len() + STATE.len());
+    v.extend_from_slice(window.values());
+    v.push(st.throughput_mbps().ln_1p() as f32);
+    v.push(st.rtt_ms().ln_1p() as f32);
+    v.push(st.loss_frac() as f32);
+    for x in &mut v {
+        *x = x.clamp(0.0, OBS_CAP);
+    }
+    v
+}
+
+/// Values per observation for a window of `window` reports over `candidates` candidates.
+pub fn observation_len(window: usize, candidates: usize) -> usize {
+    window * (crate::onnx::FEATURES.len() + candidates) + STATE.len()
+}
+
 /// Groups a flow's reports into steps and keeps the selector's feature window
 /// ([`FeatureWindow`]) over them.
 #[derive(Debug, Clone)]
@@ -196,6 +222,16 @@ mod tests {
         let w = s.window().values();
         assert_eq!(w.len(), 4 * (4 + 2));
         assert_eq!(w[w.len() - 1], 1.0);
+        let st = StepStats {
+            duration_us: 1_000_000,
+            acked_bytes: 1_250_000,
+            mean_rtt_us: 20_000.0,
+            ..StepStats::default()
+        };
+        let o = observation(s.window(), &st);
+        assert_eq!(o.len(), observation_len(4, 2));
+        assert!((o[o.len() - 3] - 11f32.ln()).abs() < 1e-6);
+        assert!((o[o.len() - 2] - 21f32.ln()).abs() < 1e-6);
     }
 
     #[test]
