@@ -22,7 +22,7 @@ export ORT_DYLIB_PATH ?= $(CURDIR)/$(VENV)/lib/$(PYTHON_DIR)/site-packages/onnxr
 # Tells the onnx tests that a missing library is a failure, not a skip.
 export CCP_ONNX_REQUIRED := 1
 
-.PHONY: all build run test deps bench demo venv onnx-example models
+.PHONY: all build run test deps bench demo venv onnx-example models tcprl-model
 
 # `ccp-agent/kernel` and `ccp-eval/kernel` enable `ccp-datapath/kernel` too (the agent's
 # `iw.kernel_cgroup` and `ccp-kernel-datapath`, the harness's `run --datapath kernel`); all are
@@ -90,6 +90,13 @@ onnx-example: venv
 	[ -f results/antelope-train/onnx.csv ] || $(EVAL) gen-data antelope-train --out results/antelope-train
 	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
 	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace
+
+# TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): A2C on
+# ccp/Select-v0 over `antelope-train` (disjoint from tcprl-288 and dynamic), then the DNC on paths
+# that change on purpose, both exported to ONNX; about 15-25 min on two busy cores.
+tcprl-model: venv
+	$(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl --iterations 5000 \
+	  --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 --dnc-conditions 100 --dnc-episodes 2
 
 run: deps venv models
 	$(EVAL) run quick --out results/quick

@@ -284,6 +284,30 @@ mod tests {
     }
 
     #[test]
+    fn tcprl_loads_the_shipped_model_in_the_agents_candidate_order() {
+        let prefs = Preferences::default();
+        let mut c = ctx(algs(), &prefs);
+        let e = build("tcprl", &c).err().unwrap();
+        assert!(e.to_string().contains("selector.models is not set"), "{e}");
+        let missing = std::env::temp_dir().join("ccp-agent-no-models");
+        c.models = Some(&missing);
+        let e = build("tcprl", &c).err().unwrap();
+        assert!(e.to_string().contains("tcprl.json"), "{e}");
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../selector/models");
+        c.models = Some(&shipped);
+        match build("tcprl", &c) {
+            Ok(f) => assert_eq!(f(&FlowContext::for_candidates(algs())).name(), "tcprl"),
+            Err(e)
+                if std::env::var_os("CCP_ONNX_REQUIRED").is_none()
+                    && e.to_string().contains("ONNX Runtime library not found") =>
+            {
+                println!("skipping: {e}");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
     fn learned_policies_load_their_models_or_say_why_not() {
         use ccp_selector::antelope::Sample;
         let prefs = Preferences::default();

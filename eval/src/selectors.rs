@@ -19,11 +19,11 @@ use ccp_algorithms::{AlgorithmConfig, CubicConfig, DynAlgorithmConfig};
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
 use ccp_selector::antelope::{Antelope, AntelopeConfig, Choose, ModelSet, Sample};
 use ccp_selector::onnx::FeatureWindow;
+use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
 use ccp_selector::{
     FlowContext, HysteresisConfig, ReinPolicy, SelectionPolicy, Selector, SelectorFlow,
     SelectorLog, StaticPolicy,
 };
-use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
 use ccp_selector::{OnnxModel, OnnxPolicy};
 use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo};

@@ -225,7 +225,9 @@ static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
 
 /// Loads ONNX Runtime (once per process) and returns its environment. Once a library is
 /// loaded, later calls reuse it whatever `library` says; the path is returned for logs.
-pub(crate) fn runtime(library: Option<&Path>) -> Result<(ort::environment::Environment, PathBuf), OnnxError> {
+pub(crate) fn runtime(
+    library: Option<&Path>,
+) -> Result<(ort::environment::Environment, PathBuf), OnnxError> {
     let mut slot = RUNTIME.lock().map_err(|_| OnnxError::Poisoned)?;
     if let Some(rt) = slot.as_ref() {
         return Ok((rt.env.clone(), rt.path.clone()));

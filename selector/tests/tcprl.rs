@@ -134,7 +134,12 @@ fn a_flow_decides_once_per_step_in_any_candidate_order() {
     assert_eq!(p.errors(), 0);
     let probs = p.probabilities();
     assert!((probs.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{probs:?}");
-    assert_eq!(decided, 1, "no step ended in {} s of reports (step {step_us} us)", now / 1_000_000);
+    assert_eq!(
+        decided,
+        1,
+        "no step ended in {} s of reports (step {step_us} us)",
+        now / 1_000_000
+    );
 }
 
 #[test]

@@ -87,9 +87,12 @@ impl AlgorithmConfig for ControlConfig {
 
 /// The programs reporting every `interval_rtts` RTTs: the suite's per-RTT program with the
 /// RTT scaled (made once per distinct interval and kept for the process).
-pub(crate) fn programs_every(interval_rtts: f64) -> Result<&'static [&'static ProgramSpec], String> {
+pub(crate) fn programs_every(
+    interval_rtts: f64,
+) -> Result<&'static [&'static ProgramSpec], String> {
     static MADE: Mutex<BTreeMap<u32, &'static [&'static ProgramSpec]>> =
         Mutex::new(BTreeMap::new());
+    static PER_RTT_ONLY: [&ProgramSpec; 1] = [&PER_RTT];
     let per_mille = (interval_rtts * 1000.0).round();
     if !(1.0..=100_000.0).contains(&per_mille) {
         return Err(format!(
@@ -97,7 +100,6 @@ pub(crate) fn programs_every(interval_rtts: f64) -> Result<&'static [&'static Pr
         ));
     }
     let k = per_mille as u32;
-    static PER_RTT_ONLY: [&ProgramSpec; 1] = [&PER_RTT];
     if k == 1000 {
         return Ok(&PER_RTT_ONLY);
     }
@@ -109,9 +111,10 @@ pub(crate) fn programs_every(interval_rtts: f64) -> Result<&'static [&'static Pr
     if !PER_RTT.source.contains(every) {
         return Err("the suite's per-RTT program changed its report rule".into());
     }
-    let source = PER_RTT
-        .source
-        .replace(every, &format!("(when (> (* Micros 1000) (* Report.rtt {k}))"));
+    let source = PER_RTT.source.replace(
+        every,
+        &format!("(when (> (* Micros 1000) (* Report.rtt {k}))"),
+    );
     let spec: &'static ProgramSpec = Box::leak(Box::new(ProgramSpec {
         name: Box::leak(format!("gym_every_{k}_permille_rtt").into_boxed_str()),
         source: Box::leak(source.into_boxed_str()),
@@ -203,7 +206,10 @@ impl Controlled {
             } else {
                 0.0
             };
-            ((rtt / min_rtt).min(RATIO_CAP), g.clamp(-RATIO_CAP, RATIO_CAP))
+            (
+                (rtt / min_rtt).min(RATIO_CAP),
+                g.clamp(-RATIO_CAP, RATIO_CAP),
+            )
         } else {
             (0.0, 0.0)
         };
@@ -277,7 +283,11 @@ impl Algorithm for Controlled {
         self.history.push_back(row);
         obs.features = self.history.iter().flatten().copied().collect();
         let a = self.port.suspend(obs);
-        let a = if a.is_finite() { a.clamp(-1.0, 1.0) } else { 0.0 };
+        let a = if a.is_finite() {
+            a.clamp(-1.0, 1.0)
+        } else {
+            0.0
+        };
         self.last_action = a;
         let srtt_s = self.handoff.srtt_us.max(1) as f64 / 1e6;
         match self.knob {

@@ -123,7 +123,11 @@ impl EnvCore {
         }
         let step = match step_s {
             Some(s) if s > 0.0 && s.is_finite() => StepLength::Seconds(s),
-            Some(s) => return Err(PyValueError::new_err(format!("step_s must be > 0, got {s}"))),
+            Some(s) => {
+                return Err(PyValueError::new_err(format!(
+                    "step_s must be > 0, got {s}"
+                )));
+            }
             None if step_rtts > 0.0 && step_rtts.is_finite() => StepLength::Rtts(step_rtts),
             None => {
                 return Err(PyValueError::new_err(format!(
@@ -133,7 +137,9 @@ impl EnvCore {
         };
         let delta = delta.unwrap_or(if kind == Kind::Rate { 0.5 } else { 1.0 });
         if !(delta > 0.0 && delta.is_finite()) {
-            return Err(PyValueError::new_err(format!("delta must be > 0, got {delta}")));
+            return Err(PyValueError::new_err(format!(
+                "delta must be > 0, got {delta}"
+            )));
         }
         let interval_rtts = interval_rtts.unwrap_or(if kind == Kind::Rate { 0.5 } else { 1.0 });
         control::programs_every(interval_rtts).map_err(PyValueError::new_err)?;
@@ -165,7 +171,11 @@ impl EnvCore {
 
     /// Condition ids of the scenario, by index.
     fn conditions(&self) -> Vec<String> {
-        self.scenario.conditions.iter().map(|c| c.id.clone()).collect()
+        self.scenario
+            .conditions
+            .iter()
+            .map(|c| c.id.clone())
+            .collect()
     }
 
     /// The candidates (`select`), by action index.
@@ -264,7 +274,9 @@ impl EnvCore {
         action: f64,
     ) -> PyResult<(Bound<'py, PyBytes>, StepInfo, bool)> {
         let Some(ep) = self.episode.as_mut() else {
-            return Err(PyRuntimeError::new_err("step() before reset() or after the episode ended"));
+            return Err(PyRuntimeError::new_err(
+                "step() before reset() or after the episode ended",
+            ));
         };
         match py.detach(|| ep.resume(action)) {
             Resumed::Step(o) => {
@@ -291,7 +303,8 @@ impl EnvCore {
     fn agent(&self, initial: usize) -> PyResult<AgentBuilder> {
         let kind = self.kind;
         let (step, window, history, delta) = (self.step, self.window, self.history, self.delta);
-        let programs = control::programs_every(self.interval_rtts).map_err(PyValueError::new_err)?;
+        let programs =
+            control::programs_every(self.interval_rtts).map_err(PyValueError::new_err)?;
         let configs = registry::global()
             .configs(&self.candidates)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;

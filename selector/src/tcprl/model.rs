@@ -7,10 +7,10 @@
 //! The sidecar: `schema_version` ([`SCHEMA_VERSION`]), `candidates` (the model's order),
 //! `window` (reports per feature window), `obs_dim`, `hidden` (LSTM size), `step`
 //! (`{"rtts": k}` or `{"seconds": s}`), `policy`, `dnc` (file names; `dnc` may be null) and
-//! `dnc_threshold`. The policy takes `obs` [1, obs_dim], `h_in` and `c_in` [1, hidden] and gives
-//! `probs` [1, candidates], `value` [1, 1], `h_out` and `c_out`; the DNC takes `x`
-//! [1, 2 obs_dim + candidates] (last observation, one-hot of the last action, observation)
-//! and gives `p_change` [1, 1]. Every name and shape is checked at load.
+//! `dnc_threshold`. The policy takes `obs` `[1, obs_dim]`, `h_in` and `c_in` `[1, hidden]` and gives
+//! `probs` `[1, candidates]`, `value` `[1, 1]`, `h_out` and `c_out`; the DNC takes `x`
+//! `[1, 2 obs_dim + candidates]` (last observation, one-hot of the last action, observation)
+//! and gives `p_change` `[1, 1]`. Every name and shape is checked at load.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -165,7 +165,10 @@ impl TcpRlModel {
                 format!("{}, {}", sidecar.hidden, sidecar.dnc_threshold),
             ));
         }
-        let dir = sidecar_path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let dir = sidecar_path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
         let policy_path = dir.join(&sidecar.policy);
         let policy = session(&policy_path, library)?;
         let pm = |what, expected: String, found: String| OnnxError::Mismatch {
@@ -251,11 +254,11 @@ impl TcpRlModel {
                 });
             }
         }
-        let o = TensorRef::from_array_view(([1usize, obs.len()], obs))?;
-        let hi = TensorRef::from_array_view(([1usize, hidden], &*h))?;
-        let ci = TensorRef::from_array_view(([1usize, hidden], &*c))?;
-        let mut s = self.policy.lock().map_err(|_| OnnxError::Poisoned)?;
-        let out = s.run(ort::inputs!["obs" => o, "h_in" => hi, "c_in" => ci])?;
+        let obs_in = TensorRef::from_array_view(([1usize, obs.len()], obs))?;
+        let h_in = TensorRef::from_array_view(([1usize, hidden], &*h))?;
+        let c_in = TensorRef::from_array_view(([1usize, hidden], &*c))?;
+        let mut session = self.policy.lock().map_err(|_| OnnxError::Poisoned)?;
+        let out = session.run(ort::inputs!["obs" => obs_in, "h_in" => h_in, "c_in" => c_in])?;
         let (_, p) = out["probs"].try_extract_tensor::<f32>()?;
         let (_, hn) = out["h_out"].try_extract_tensor::<f32>()?;
         let (_, cn) = out["c_out"].try_extract_tensor::<f32>()?;

@@ -141,12 +141,10 @@ impl SelectionPolicy for TcpRlPolicy {
             self.c.fill(0.0);
             (self.rng.next_u64() % self.model_probs.len().max(1) as u64) as usize
         } else {
-            match self.model.policy_step(
-                &self.obs,
-                &mut self.h,
-                &mut self.c,
-                &mut self.model_probs,
-            ) {
+            match self
+                .model
+                .policy_step(&self.obs, &mut self.h, &mut self.c, &mut self.model_probs)
+            {
                 Ok(()) => match argmax(&self.model_probs) {
                     Some(k) => k,
                     None => return Decision::Stay,
