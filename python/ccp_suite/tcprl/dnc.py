@@ -143,3 +143,15 @@ def scores(d: dict, x: np.ndarray, y: np.ndarray, threshold: float = 0.5) -> dic
         "precision": tp / max(1.0, float(p.sum())),
         "false_alarm_rate": float((p & (y == 0)).sum()) / max(1.0, float((y == 0).sum())),
     }
+
+
+def choose_threshold(d: dict, x: np.ndarray, y: np.ndarray, max_false_alarm: float = 0.02) -> float:
+    """The lowest threshold (of 0.50, 0.51, ... 0.99) whose false-alarm rate on (x, y) is at
+    most `max_false_alarm`: a detector that fires on a steady path sends the flow to a random
+    candidate, so false alarms cost more than a late detection."""
+    p = predict(d, x)
+    neg = max(1.0, float((y == 0).sum()))
+    for t in np.arange(0.50, 0.995, 0.01):
+        if float(((p > t) & (y == 0)).sum()) / neg <= max_false_alarm:
+            return round(float(t), 2)
+    return 0.99
