@@ -8,9 +8,13 @@ APT_PACKAGES := clang libclang-dev bpftool libbpf-dev libelf-dev zlib1g-dev pkg-
 # Python venv for the `onnx` selection policy: ONNX Runtime's shared library comes from the PyPI
 # wheel (the Rust `ort` crate, 2.0.0-rc.15, targets ONNX Runtime 1.31 and loads it at run time),
 # and the training script (selector/train/train_onnx.py) needs scikit-learn and skl2onnx.
+# Gymnasium (pure Python, ~3 MB with its one dependency) for `ccp_suite.gym`; the TCP-RL
+# trainer (python/ccp_suite/tcprl/) is numpy only and writes ONNX with the `onnx` package that
+# skl2onnx already brings.
 VENV := .venv
 ONNXRUNTIME_VERSION := 1.31.1
-PY_PACKAGES := onnxruntime==$(ONNXRUNTIME_VERSION) scikit-learn==1.9.1 skl2onnx==1.20.0 numpy==2.4.6
+GYMNASIUM_VERSION := 1.4.0
+PY_PACKAGES := onnxruntime==$(ONNXRUNTIME_VERSION) scikit-learn==1.9.1 skl2onnx==1.20.0 numpy==2.4.6 gymnasium==$(GYMNASIUM_VERSION)
 # The venv's site-packages is named after the python3 that creates it, so the library path is
 # known before the venv exists (a `wildcard` here would be empty on a fresh checkout).
 PYTHON_DIR := $(shell python3 -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
@@ -21,7 +25,7 @@ export CCP_ONNX_REQUIRED := 1
 RAY_VERSION := 2.60.0
 export CCP_RAY_REQUIRED := 1
 
-.PHONY: all build run test deps bench demo venv onnx-example models
+.PHONY: all build run test deps bench demo venv onnx-example models tcprl-model
 
 # `ccp-agent/kernel` and `ccp-eval/kernel` enable `ccp-datapath/kernel` too (the agent's
 # `iw.kernel_cgroup` and `ccp-kernel-datapath`, the harness's `run --datapath kernel`); all are
@@ -63,10 +67,10 @@ models: deps $(MODELS)
 MATURIN_VERSION := 1.16.0
 PYTEST_VERSION := 9.2.0
 PY_STAMP := $(VENV)/.ccp_suite.stamp
-PY_SOURCES := $(shell find python algorithms datapath eval agent selector iw-controller \( -name '*.rs' -o -name '*.toml' -o -name '*.pyi' \) -print) Cargo.toml Cargo.lock
+PY_SOURCES := $(shell find python/src python/ccp_suite algorithms datapath eval agent selector iw-controller \( -name '*.rs' -o -name '*.toml' -o -name '*.pyi' -o -name '*.py' \) -print) python/Cargo.toml python/pyproject.toml Cargo.toml Cargo.lock
 
 venv:
-	@if ! { [ -f "$$ORT_DYLIB_PATH" ] && $(VENV)/bin/python -c 'import onnxruntime, sklearn, skl2onnx, numpy; assert onnxruntime.__version__ == "$(ONNXRUNTIME_VERSION)"' 2>/dev/null; }; then \
+	@if ! { [ -f "$$ORT_DYLIB_PATH" ] && $(VENV)/bin/python -c 'import onnxruntime, sklearn, skl2onnx, numpy, gymnasium; assert onnxruntime.__version__ == "$(ONNXRUNTIME_VERSION)" and gymnasium.__version__ == "$(GYMNASIUM_VERSION)"' 2>/dev/null; }; then \
 	  echo "creating $(VENV) with $(PY_PACKAGES)"; \
 	  rm -rf $(VENV) && python3 -m venv $(VENV) && $(VENV)/bin/pip install -q $(PY_PACKAGES) && \
 	  test -f "$$ORT_DYLIB_PATH" || { echo "no ONNX Runtime library at $$ORT_DYLIB_PATH"; exit 1; }; \
@@ -91,6 +95,13 @@ onnx-example: venv
 	[ -f results/antelope-train/onnx.csv ] || $(EVAL) gen-data antelope-train --out results/antelope-train
 	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
 	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace
+
+# TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): A2C on
+# ccp/Select-v0 over `antelope-train` (disjoint from tcprl-288 and dynamic), then the DNC on paths
+# that change on purpose, both exported to ONNX; about 15-25 min on two busy cores.
+tcprl-model: venv
+	$(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl --iterations 5000 \
+	  --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 --dnc-conditions 100 --dnc-episodes 2
 
 run: deps venv models
 	$(EVAL) run quick --out results/quick

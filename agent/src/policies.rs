@@ -21,6 +21,7 @@ pub const KNOWN: &[&str] = &[
     "antelope",
     "outcome",
     "onnx",
+    "tcprl",
 ];
 
 /// What a policy may be built from.
@@ -74,6 +75,7 @@ pub fn build(spec: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Polic
         ("antelope", None) => learned(OBJECTIVE_ANTELOPE, ctx),
         ("outcome", None) => learned(OBJECTIVE_OUTCOME, ctx),
         ("onnx", None) => onnx(ctx),
+        ("tcprl", None) => tcprl(ctx),
         _ => Err(PolicyError::Unknown {
             name: spec.to_string(),
         }),
@@ -186,6 +188,24 @@ fn onnx(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     Ok(ccp_selector::OnnxPolicy::factory(Arc::new(model), 0))
 }
 
+/// `tcprl`: TCP-RL's policy and change detector in `<selector.models>/tcprl/` (`tcprl.json`
+/// with `policy.onnx` and `dnc.onnx`), run with ONNX Runtime; flows start on a candidate drawn
+/// from their identity. The model was trained with every decision taking effect: configure
+/// `selector.hysteresis` with one agreeing decision and no dwell to deploy it as trained.
+fn tcprl(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
+    let model_err = |message: String| PolicyError::Model {
+        policy: "tcprl".to_string(),
+        message,
+    };
+    let path = ctx
+        .models
+        .ok_or_else(|| model_err("selector.models is not set".into()))?
+        .join("tcprl/tcprl.json");
+    let model = ccp_selector::tcprl::TcpRlModel::load(&path, ctx.candidates)
+        .map_err(|e| model_err(e.to_string()))?;
+    Ok(ccp_selector::tcprl::TcpRlPolicy::factory(Arc::new(model)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +281,30 @@ mod tests {
             Err(PolicyError::MissingCandidates { .. })
         ));
         assert!(build("static:reno", &c).is_ok());
+    }
+
+    #[test]
+    fn tcprl_loads_the_shipped_model_in_the_agents_candidate_order() {
+        let prefs = Preferences::default();
+        let mut c = ctx(algs(), &prefs);
+        let e = build("tcprl", &c).err().unwrap();
+        assert!(e.to_string().contains("selector.models is not set"), "{e}");
+        let missing = std::env::temp_dir().join("ccp-agent-no-models");
+        c.models = Some(&missing);
+        let e = build("tcprl", &c).err().unwrap();
+        assert!(e.to_string().contains("tcprl.json"), "{e}");
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../selector/models");
+        c.models = Some(&shipped);
+        match build("tcprl", &c) {
+            Ok(f) => assert_eq!(f(&FlowContext::for_candidates(algs())).name(), "tcprl"),
+            Err(e)
+                if std::env::var_os("CCP_ONNX_REQUIRED").is_none()
+                    && e.to_string().contains("ONNX Runtime library not found") =>
+            {
+                println!("skipping: {e}");
+            }
+            Err(e) => panic!("{e}"),
+        }
     }
 
     #[test]

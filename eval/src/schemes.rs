@@ -127,6 +127,7 @@ pub fn agent_for(port: Option<u16>) -> (LockstepAgent, RunSelectors) {
                 .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
                 .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
                 .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
+                .additional_alg::<selectors::Named<selectors::TcprlName>, _>(s.tcprl)
                 .additional_alg(s.explore)
                 .run()
         },
@@ -151,6 +152,7 @@ pub fn spawn_channel_agent(
         .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
         .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
         .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
+        .additional_alg::<selectors::Named<selectors::TcprlName>, _>(s.tcprl)
         .additional_alg(s.explore)
         .spawn_thread()
         .run()?;

@@ -1,4 +1,5 @@
-//! The selector as `ccp-eval` schemes: `selector-rein`, `selector-antelope`, and
+//! The selector as `ccp-eval` schemes: `selector-rein`, `selector-antelope`,
+//! `selector-outcome`, `selector-onnx`, `selector-tcprl`, and
 //! `selector-explore` (Antelope's offline data generation: a random candidate per data unit).
 //!
 //! portus picks an algorithm by a name with no `self` (`CongAlg::name`), so each scheme is the
@@ -9,6 +10,7 @@
 //! Models: `selector-antelope` reads the model set from `$CCP_ANTELOPE_MODELS`, else from
 //! `eval/models/antelope` in this source tree (written by `ccp-eval train antelope`).
 
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -17,6 +19,7 @@ use ccp_algorithms::{AlgorithmConfig, CubicConfig, DynAlgorithmConfig};
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
 use ccp_selector::antelope::{Antelope, AntelopeConfig, Choose, Mode, ModelSet, Sample};
 use ccp_selector::onnx::FeatureWindow;
+use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
 use ccp_selector::{
     FlowContext, HysteresisConfig, ReinPolicy, SelectionPolicy, Selector, SelectorFlow,
     SelectorLog, StaticPolicy,
@@ -34,6 +37,8 @@ pub const ANTELOPE: &str = "selector-antelope";
 pub const OUTCOME: &str = "selector-outcome";
 /// Scheme: the selector with the example ONNX network (`selector/models/example-onnx`).
 pub const ONNX: &str = "selector-onnx";
+/// Scheme: the selector with TCP-RL's learned policy (`selector/models/tcprl`).
+pub const TCPRL: &str = "selector-tcprl";
 /// Scheme: the selector switching at random per data unit, keeping training samples.
 pub const EXPLORE: &str = "selector-explore";
 
@@ -51,6 +56,10 @@ pub const SCHEMES: &[(&str, &str)] = &[
     (
         ONNX,
         "CCP: selector over the nine, an MLP in ONNX Runtime over 8-report windows",
+    ),
+    (
+        TCPRL,
+        "CCP: selector over the nine, TCP-RL's A2C policy (LSTM) and change detector in ONNX Runtime",
     ),
     (
         EXPLORE,
@@ -140,10 +149,42 @@ pub fn onnx_model() -> Result<Arc<OnnxModel>, String> {
         .clone()
 }
 
+/// Where `selector-tcprl` reads its model: `$CCP_TCPRL_MODEL` (a `tcprl.json`), else the
+/// shipped one (`selector/models/tcprl/tcprl.json`, `docs/learning.md`).
+pub fn tcprl_model_path() -> PathBuf {
+    std::env::var_os("CCP_TCPRL_MODEL").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../selector/models/tcprl/tcprl.json"),
+        PathBuf::from,
+    )
+}
+
+/// TCP-RL's networks over [`candidates`] from [`tcprl_model_path`], loaded once per process
+/// and path (so a process may point `$CCP_TCPRL_MODEL` at a model it trained itself).
+pub fn tcprl_model() -> Result<Arc<TcpRlModel>, String> {
+    type Loaded = Result<Arc<TcpRlModel>, String>;
+    static MODELS: OnceLock<Mutex<HashMap<PathBuf, Loaded>>> = OnceLock::new();
+    let path = tcprl_model_path();
+    let mut models = MODELS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    models
+        .entry(path.clone())
+        .or_insert_with(|| {
+            TcpRlModel::load(&path, &candidate_names())
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+}
+
 /// Why a scheme cannot run in this process (its models or library are missing), if it cannot.
 pub fn unavailable(scheme: &str) -> Option<String> {
     if scheme == ONNX {
         return onnx_model().err();
+    }
+    if scheme == TCPRL {
+        return tcprl_model().err();
     }
     objective_of(scheme).and_then(|o| models(o).err())
 }
@@ -178,6 +219,7 @@ scheme_name!(AntelopeName, ANTELOPE);
 scheme_name!(ExploreName, EXPLORE);
 scheme_name!(OutcomeName, OUTCOME);
 scheme_name!(OnnxName, ONNX);
+scheme_name!(TcprlName, TCPRL);
 
 /// A [`Selector`] registered under `N::NAME`.
 pub struct Named<N>(Selector, PhantomData<N>);
@@ -259,6 +301,9 @@ pub struct RunSchemes {
     pub outcome: Option<Named<OutcomeName>>,
     /// `selector-onnx` (if ONNX Runtime and the model load).
     pub onnx: Option<Named<OnnxName>>,
+    /// `selector-tcprl` (if ONNX Runtime and the model load). No hysteresis: the policy was
+    /// trained with every decision taking effect (`ccp/Select-v0`).
+    pub tcprl: Option<Named<TcprlName>>,
     /// `selector-explore`.
     pub explore: Named<ExploreName>,
 }
@@ -372,6 +417,13 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
             onnx: onnx_model().ok().map(|m| {
                 Named::new(
                     Selector::new(candidates(), OnnxPolicy::factory(m, 0)).with_log(log.clone()),
+                )
+            }),
+            tcprl: tcprl_model().ok().map(|m| {
+                Named::new(
+                    Selector::new(candidates(), TcpRlPolicy::factory(m))
+                        .with_hysteresis(HysteresisConfig::none())
+                        .with_log(log.clone()),
                 )
             }),
             explore: Named::new(explore_sel),

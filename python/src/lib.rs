@@ -13,10 +13,11 @@
 //! the datapath), `pending` the once-per-process installation of the registry, `scenario` the
 //! runs, `agent` the agent, `types` the mirror of `ccp_algorithms::api`
 //! (`FlowStart`, `Measurement`, `Handoff`, `Control`).
-//! The typed Python signatures are in `ccp_suite.pyi`; `tests/` is the test suite (pytest).
+//! The typed Python signatures are in `ccp_suite/_native.pyi`; `tests/` is the test suite (pytest).
 
 mod agent;
 mod alg;
+mod gym;
 mod pending;
 mod scenario;
 mod types;
@@ -77,12 +78,13 @@ fn stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 }
 
 #[pymodule]
-fn ccp_suite(m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyFlowStart>()?;
     m.add_class::<types::PyMeasurement>()?;
     m.add_class::<types::PyHandoff>()?;
     m.add_class::<types::PyControl>()?;
     m.add_class::<agent::PyAgent>()?;
+    m.add_class::<gym::EnvCore>()?;
     m.add_function(wrap_pyfunction!(register, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(serve, m)?)?;

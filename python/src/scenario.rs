@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 /// A built-in scenario by name, else a scenario file.
-fn load(scenario: &Bound<'_, PyAny>) -> PyResult<Scenario> {
+pub(crate) fn load(scenario: &Bound<'_, PyAny>) -> PyResult<Scenario> {
     if let Ok(s) = scenario.cast::<PyString>() {
         let name = s.to_cow()?;
         if let Some(s) = ccp_eval::builtin::scenario(&name) {

@@ -39,6 +39,7 @@ pub mod hysteresis;
 pub mod onnx;
 pub mod policy;
 pub mod selector;
+pub mod tcprl;
 
 pub use hysteresis::{Hysteresis, HysteresisConfig};
 pub use onnx::{OnnxError, OnnxModel, OnnxPolicy};

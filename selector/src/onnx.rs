@@ -225,7 +225,9 @@ static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
 
 /// Loads ONNX Runtime (once per process) and returns its environment. Once a library is
 /// loaded, later calls reuse it whatever `library` says; the path is returned for logs.
-fn runtime(library: Option<&Path>) -> Result<(ort::environment::Environment, PathBuf), OnnxError> {
+pub(crate) fn runtime(
+    library: Option<&Path>,
+) -> Result<(ort::environment::Environment, PathBuf), OnnxError> {
     let mut slot = RUNTIME.lock().map_err(|_| OnnxError::Poisoned)?;
     if let Some(rt) = slot.as_ref() {
         return Ok((rt.env.clone(), rt.path.clone()));
@@ -437,7 +439,7 @@ impl OnnxModel {
 
 /// For each of the selector's candidates, the model's index of the same name; `None` unless
 /// both list the same names, each once.
-fn candidate_map(model: &[String], selector: &[&str]) -> Option<Vec<usize>> {
+pub(crate) fn candidate_map(model: &[String], selector: &[&str]) -> Option<Vec<usize>> {
     if model.len() != selector.len() {
         return None;
     }
@@ -464,7 +466,7 @@ pub fn feature_names(candidates: &[&str]) -> Vec<String> {
 }
 
 /// Checks that `outlets` has a float tensor `name` of shape `[batch, len]` (batch 1 or dynamic).
-fn check_outlet(
+pub(crate) fn check_outlet(
     outlets: &[ort::value::Outlet],
     name: &str,
     len: usize,

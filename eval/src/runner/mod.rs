@@ -311,7 +311,7 @@ pub const FRAME_BYTES: u64 = MSS_BYTES as u64 + ccp_datapath::sim::WIRE_OVERHEAD
 pub const MIN_BUFFER_BYTES: u64 = 2 * FRAME_BYTES;
 
 /// The bottleneck of a condition at its start, and its mean rate in bit/s.
-fn link_for(cond: &Condition) -> (LinkSpec, u64) {
+pub fn link_for(cond: &Condition) -> (LinkSpec, u64) {
     let rate = match &cond.rate {
         RateSource::Constant(mbps) => LinkRate::Constant {
             bps: (mbps * 1e6) as u64,
@@ -648,7 +648,7 @@ pub fn score(row: &FlowRow, objective: Objective, fair: Option<f64>, end_s: f64)
 const MIN_FCT_S: f64 = 1e-6;
 
 /// The condition's phases as the simulator's path changes.
-fn path_changes(cond: &Condition) -> Vec<PathChange> {
+pub fn path_changes(cond: &Condition) -> Vec<PathChange> {
     cond.phases
         .iter()
         .map(|p| PathChange {

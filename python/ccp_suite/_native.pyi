@@ -160,3 +160,36 @@ def candidates() -> list[str]:
 
 def stats() -> dict[str, dict[str, int]]:
     """Per registered Python algorithm: `flows`, `reports`, `errors`."""
+
+class EnvCore:
+    """One environment of `ccp_suite.gym` without Gymnasium: `reset` starts an episode (one flow
+    on a condition of the scenario) and runs it to the end of its first step, `step` to the end of
+    the next. Observations are float32 bytes; the GIL is released while the simulation runs."""
+
+    def __init__(
+        self,
+        kind: str,
+        scenario: str | os.PathLike[str],
+        candidates: list[str] | None = None,
+        window: int = 8,
+        step_rtts: float = 1.0,
+        step_s: float | None = None,
+        history: int = 10,
+        delta: float | None = None,
+        interval_rtts: float | None = None,
+        duration_s: float | None = None,
+    ) -> None: ...
+    def conditions(self) -> list[str]: ...
+    def candidates(self) -> list[str]: ...
+    def obs_len(self) -> int: ...
+    def feature_names(self) -> list[str]: ...
+    def duration_s(self) -> float: ...
+    def reset(
+        self, condition: int, seed: int, initial: int = 0
+    ) -> tuple[bytes, tuple[float, float, float, float, float, int, int, int]]:
+        """(observation, (reward, throughput Mbit/s, RTT ms, loss, time s, candidate, cwnd
+        bytes, pacing bytes/s))."""
+    def step(
+        self, action: float
+    ) -> tuple[bytes, tuple[float, float, float, float, float, int, int, int], bool]:
+        """(observation, numbers as in `reset`, episode over)."""

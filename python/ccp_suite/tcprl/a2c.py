@@ -1,0 +1,218 @@
+"""TCP-RL's policy trained with synchronous advantage actor-critic (A2C) on `ccp/Select-v0`.
+
+TCP-RL used A3C: 16 asynchronous workers pushing gradients to a central learner. Here the
+workers are `envs` environments stepped together and one learner updates once per rollout of
+`rollout` steps of all of them (A2C). Synchronous because (1) on two cores asynchrony buys
+nothing: the simulation of all environments already keeps the cores busy and the update is
+one batched matrix pass; (2) an update then depends on the seed only, so a training run is
+reproducible bit for bit; (3) A2C matches A3C's performance in the literature it was
+compared in (Wu et al., ACKTR, 2017). Each environment starts every episode on a random
+candidate (TCP-RL's random initial scheme); the entropy weight decays linearly from 0.5 to
+0.01; gamma is 0.99.
+
+Deviations, stated: Adam with learning rate 1e-3 instead of 1e-4 (short budgets), rewards
+scaled by `reward_scale` (0.1) so returns over a 30-step episode stay in single digits, and
+truncated backpropagation through time over each rollout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from . import net
+
+
+@dataclass
+class Config:
+    """A training run: the environment, the A2C settings, the seed."""
+
+    scenario: str = "antelope-train"
+    conditions: list | None = None
+    candidates: list | None = None
+    window: int = 8
+    step_rtts: float = 1.0
+    step_s: float | None = 1.0
+    duration_s: float | None = 20.0
+    envs: int = 8
+    rollout: int = 10
+    iterations: int = 1000
+    lr: float = 1e-3
+    gamma: float = 0.99
+    beta_start: float = 0.5
+    beta_end: float = 0.01
+    beta_decay_iterations: int | None = None
+    value_coef: float = 0.5
+    reward_scale: float = 0.1
+    normalize_advantages: bool = True
+    clip: float = 1.0
+    seed: int = 0
+    hidden: int = net.HIDDEN
+    extra: dict = field(default_factory=dict)
+
+    def beta(self, it: int) -> float:
+        span = self.beta_decay_iterations or self.iterations
+        frac = min(1.0, it / max(1, span))
+        return self.beta_start + (self.beta_end - self.beta_start) * frac
+
+
+def make_env(cfg: Config, **overrides):
+    from ..gym import SelectEnv
+
+    kw = dict(
+        scenario=cfg.scenario,
+        candidates=cfg.candidates,
+        window=cfg.window,
+        step_rtts=cfg.step_rtts,
+        step_s=cfg.step_s,
+        duration_s=cfg.duration_s,
+        conditions=cfg.conditions,
+        initial="random",
+    )
+    kw.update(overrides)
+    return SelectEnv(**kw)
+
+
+@dataclass
+class Result:
+    """A trained policy and how it got there."""
+
+    params: dict
+    candidates: list
+    obs_dim: int
+    curve: list  # per logged iteration: dict
+    wall_s: float
+    env_steps: int
+
+
+def train(cfg: Config, log=None) -> Result:
+    """Runs A2C for `cfg.iterations` rollouts; returns the parameters and the curve (mean
+    step reward of the rollouts, unscaled, per 10 iterations)."""
+    rng = np.random.default_rng(cfg.seed)
+    envs = [make_env(cfg) for _ in range(cfg.envs)]
+    candidates = envs[0].candidates
+    obs_dim = envs[0].observation_space.shape[0]
+    A = len(candidates)
+    p = net.init_params(obs_dim, A, rng, cfg.hidden)
+    opt = net.Adam(p, lr=cfg.lr, clip=cfg.clip)
+    obs = np.stack([e.reset(seed=cfg.seed * 10_007 + i)[0] for i, e in enumerate(envs)]).astype(np.float64)
+    B, H = cfg.envs, cfg.hidden
+    h = np.zeros((B, H))
+    c = np.zeros((B, H))
+    fresh = np.ones(B)  # the next step starts an episode
+    curve, window_rewards = [], []
+    env_steps = 0
+    started = time.perf_counter()
+    for it in range(cfg.iterations):
+        T = cfg.rollout
+        tr = net.Trace()
+        xs = np.zeros((T, B, obs_dim))
+        resets = np.zeros((T, B))
+        logits = np.zeros((T, B, A))
+        values = np.zeros((T, B))
+        actions = np.zeros((T, B), dtype=np.int64)
+        rewards = np.zeros((T, B))
+        dones = np.zeros((T, B))
+        for t in range(T):
+            resets[t] = fresh
+            keep = (1.0 - fresh)[:, None]
+            h, c = h * keep, c * keep
+            xs[t] = obs
+            lg, v, h, c = net.step(p, obs, h, c, tr)
+            logits[t], values[t] = lg, v
+            pi = net.softmax(lg)
+            u = rng.random(B)[:, None]
+            actions[t] = np.minimum((pi.cumsum(1) < u).sum(1), A - 1)
+            fresh = np.zeros(B)
+            for b, e in enumerate(envs):
+                o, r, term, trunc, _ = e.step(int(actions[t, b]))
+                rewards[t, b] = r
+                if term or trunc:
+                    dones[t, b] = 1.0
+                    fresh[b] = 1.0
+                    o, _ = e.reset()
+                obs[b] = o
+            env_steps += B
+        # Bootstrap from the state after the rollout (zero where an episode just ended).
+        keep = (1.0 - fresh)[:, None]
+        _, v_last, _, _ = net.step(p, obs, h * keep, c * keep)
+        ret = v_last * (1.0 - fresh)
+        returns = np.zeros((T, B))
+        for t in reversed(range(T)):
+            ret = rewards[t] * cfg.reward_scale + cfg.gamma * ret * (1.0 - dones[t])
+            returns[t] = ret
+        beta = cfg.beta(it)
+        loss, dl, dv, ent = net.a2c_loss_grads(
+            logits, values, actions, returns, beta, cfg.value_coef, cfg.normalize_advantages
+        )
+        grads = net.backward(p, tr, dl, dv, resets)
+        norm = opt.update(p, grads)
+        window_rewards.append(rewards.mean())
+        if (it + 1) % 10 == 0 or it + 1 == cfg.iterations:
+            point = {
+                "iteration": it + 1,
+                "env_steps": env_steps,
+                "wall_s": round(time.perf_counter() - started, 2),
+                "mean_step_reward": float(np.mean(window_rewards)),
+                "entropy": float(ent),
+                "beta": beta,
+                "loss": float(loss),
+                "grad_norm": norm,
+            }
+            window_rewards = []
+            curve.append(point)
+            if log:
+                log(point)
+    return Result(p, candidates, obs_dim, curve, time.perf_counter() - started, env_steps)
+
+
+def act_greedy(p: dict, obs: np.ndarray, h: np.ndarray, c: np.ndarray):
+    """The deployed policy's decision: the most probable candidate."""
+    lg, _, h, c = net.step(p, obs[None, :].astype(np.float64), h, c)
+    return int(np.argmax(lg[0])), h, c
+
+
+def evaluate(p: dict | None, cfg: Config, episodes: int, seed: int, policy: str = "greedy", **env_overrides) -> float:
+    """Mean step reward of `episodes` episodes with the trained policy (`greedy`), a random
+    candidate every step (`random`), or a fixed candidate index (an int as `policy`)."""
+    env = make_env(cfg, **env_overrides)
+    rng = np.random.default_rng(seed)
+    total, n = 0.0, 0
+    for k in range(episodes):
+        obs, _ = env.reset(seed=seed * 1_000 + k)
+        h = np.zeros((1, cfg.hidden))
+        c = np.zeros((1, cfg.hidden))
+        done = False
+        while not done:
+            if policy == "greedy":
+                a, h, c = act_greedy(p, obs, h, c)
+            elif policy == "random":
+                a = int(rng.integers(env.action_space.n))
+            else:
+                a = int(policy)
+            obs, r, term, trunc, _ = env.step(a)
+            total += r
+            n += 1
+            done = term or trunc
+    return total / max(1, n)
+
+
+def save(result: Result, cfg: Config, path) -> None:
+    """Parameters (`.npz`) and the config and curve (`.json`) beside them."""
+    np.savez(str(path) + ".npz", **result.params)
+    with open(str(path) + ".json", "w") as f:
+        json.dump(
+            {
+                "config": asdict(cfg),
+                "candidates": result.candidates,
+                "obs_dim": result.obs_dim,
+                "wall_s": result.wall_s,
+                "env_steps": result.env_steps,
+                "curve": result.curve,
+            },
+            f,
+            indent=1,
+        )

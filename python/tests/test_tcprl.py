@@ -1,0 +1,137 @@
+"""ccp_suite.tcprl: the hand-written gradients are right, a tiny policy trained for seconds
+beats a random one, its ONNX export computes what numpy computes, the DNC learns changes,
+and the selector runs the exported model as `selector-tcprl`."""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import ccp_suite
+from ccp_suite.tcprl import a2c, dnc, export, net
+
+TINY = """\
+name = "tcprl-tiny"
+duration_s = 3
+seeds = [1]
+
+[[conditions]]
+id = "clean"
+bw_mbps = 10
+rtt_ms = 20
+buffer_bdp = 1
+
+[[conditions]]
+id = "lossy"
+bw_mbps = 5
+rtt_ms = 40
+loss = 0.02
+buffer_bdp = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    p = tmp_path_factory.mktemp("tcprl") / "tiny.toml"
+    p.write_text(TINY)
+    return p
+
+
+def suite_nine() -> list[str]:
+    """The selectors' candidates less any Python algorithm another test module registered."""
+    python_algs = set(ccp_suite.stats())
+    return [c for c in ccp_suite.candidates() if c not in python_algs]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny: pathlib.Path):
+    cfg = a2c.Config(
+        scenario=str(tiny),
+        candidates=suite_nine(),
+        step_s=None,
+        step_rtts=4.0,
+        duration_s=3.0,
+        envs=4,
+        rollout=8,
+        iterations=400,
+        beta_decay_iterations=200,
+        lr=2e-3,
+        seed=2,
+    )
+    return cfg, a2c.train(cfg)
+
+
+def test_gradients_match_finite_differences() -> None:
+    assert net.gradient_check(seed=0) < 1e-5
+    assert net.gradient_check(seed=1) < 1e-5
+
+
+def test_a_tiny_policy_learns_to_beat_a_random_one(trained) -> None:
+    cfg, res = trained
+    assert len(res.candidates) == 9
+    learned = a2c.evaluate(res.params, cfg, 8, seed=99)
+    random = a2c.evaluate(None, cfg, 8, seed=99, policy="random")
+    assert learned > random + 0.05, (learned, random)
+    # The entropy weight decayed as configured and the policy sharpened.
+    assert res.curve[-1]["beta"] == pytest.approx(0.01)
+    assert res.curve[-1]["entropy"] < res.curve[0]["entropy"]
+
+
+def test_training_is_reproducible(tiny: pathlib.Path) -> None:
+    cfg = a2c.Config(scenario=str(tiny), step_s=None, step_rtts=4.0, duration_s=3.0, envs=2, rollout=4, iterations=20, seed=5)
+    a, b = a2c.train(cfg), a2c.train(cfg)
+    assert all(np.array_equal(a.params[k], b.params[k]) for k in net.NAMES)
+
+
+def test_export_runs_in_onnx_runtime_as_in_numpy(trained, tmp_path: pathlib.Path) -> None:
+    cfg, res = trained
+    rng = np.random.default_rng(0)
+    d = dnc.init(2 * res.obs_dim + len(res.candidates), rng)
+    export.write(tmp_path, res.params, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s, d)
+    ref = json.loads((tmp_path / "reference.json").read_text())
+    s = ort.InferenceSession(str(tmp_path / "policy.onnx"))
+    h = np.zeros((1, 128), np.float32)
+    c = np.zeros((1, 128), np.float32)
+    for obs, want in zip(ref["obs"], ref["probs"]):
+        probs, _, h, c = s.run(None, {"obs": np.asarray([obs], np.float32), "h_in": h, "c_in": c})
+        np.testing.assert_allclose(probs[0], want, atol=1e-5)
+    np.testing.assert_allclose(h[0], ref["h_last"], atol=1e-5)
+    sd = ort.InferenceSession(str(tmp_path / "dnc.onnx"))
+    (p,) = sd.run(None, {"x": np.asarray([ref["dnc_x"]], np.float32)})
+    assert abs(float(p[0, 0]) - ref["dnc_p"]) < 1e-5
+    side = json.loads((tmp_path / "tcprl.json").read_text())
+    assert side["candidates"] == res.candidates and side["step"] == {"rtts": 4.0}
+
+
+def test_the_dnc_learns_path_changes(tiny: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "changes.toml"
+    times = dnc.changing_scenario(path, 12, 6.0, seed=3)
+    assert all(1 <= len(t) <= 3 for t in times)
+    cfg = a2c.Config(scenario=str(path), step_s=0.5, duration_s=6.0)
+    x, y = dnc.collect(lambda: a2c.make_env(cfg), times, 2, seed=3)
+    assert 0 < y.sum() < len(y)
+    d = dnc.fit(x, y, seed=3, epochs=200)
+    s = dnc.scores(d, x, y)
+    # Fits what it was trained on far better than chance (positives are ~1/4 of the steps).
+    assert s["recall"] > 0.8 and s["precision"] > 0.5, s
+
+
+def test_the_selector_runs_the_exported_policy(tiny: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    # `selector-tcprl` runs over every candidate of the process (the suite's and the Python
+    # algorithms the other test modules registered): a short run over those, exported.
+    cfg = a2c.Config(scenario=str(tiny), step_s=None, step_rtts=4.0, duration_s=3.0, envs=2, rollout=4, iterations=10, seed=3)
+    res = a2c.train(cfg)
+    assert res.candidates == ccp_suite.candidates()
+    rng = np.random.default_rng(1)
+    d = dnc.init(2 * res.obs_dim + len(res.candidates), rng)
+    side = export.write(tmp_path, res.params, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s, d)
+    os.environ["CCP_TCPRL_MODEL"] = str(side)
+    try:
+        rows = ccp_suite.run(tiny, schemes=["selector-tcprl"], jobs=1)
+    finally:
+        del os.environ["CCP_TCPRL_MODEL"]
+    assert [r["status"] for r in rows] == ["ok", "ok"], rows
+    assert all(r["throughput_mbps"] > 0.5 for r in rows), rows

@@ -1,0 +1,296 @@
+//! TCP-RL's two networks in ONNX Runtime: the actor-critic policy (one step of FC 128, FC 128,
+//! LSTM 128, FC 128, softmax and value heads, the LSTM state as explicit inputs and outputs)
+//! and the optional change detector (DNC). Written by `ccp_suite.tcprl` (`python/`).
+//!
+//! # The files
+//! A directory with `tcprl.json` (the sidecar), `policy.onnx` and, optionally, `dnc.onnx`.
+//! The sidecar: `schema_version` ([`SCHEMA_VERSION`]), `candidates` (the model's order),
+//! `window` (reports per feature window), `obs_dim`, `hidden` (LSTM size), `step`
+//! (`{"rtts": k}` or `{"seconds": s}`), `policy`, `dnc` (file names; `dnc` may be null) and
+//! `dnc_threshold`. The policy takes `obs` `[1, obs_dim]`, `h_in` and `c_in` `[1, hidden]` and gives
+//! `probs` `[1, candidates]`, `value` `[1, 1]`, `h_out` and `c_out`; the DNC takes `x`
+//! `[1, 2 obs_dim + candidates]` (last observation, one-hot of the last action, observation)
+//! and gives `p_change` `[1, 1]`. Every name and shape is checked at load.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use ort::session::Session;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::value::TensorRef;
+use serde::Deserialize;
+
+use super::step::{StepLength, observation_len};
+use crate::onnx::{OnnxError, candidate_map, check_outlet, runtime};
+
+/// Version of the observation schema (`tcprl::step::observation`).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The step length as written in the sidecar.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StepSpec {
+    /// Smoothed RTTs per step.
+    pub rtts: Option<f64>,
+    /// Seconds per step.
+    pub seconds: Option<f64>,
+}
+
+/// `tcprl.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TcpRlSidecar {
+    /// Observation schema.
+    pub schema_version: u32,
+    /// The model's candidates, in its order.
+    pub candidates: Vec<String>,
+    /// Reports per feature window.
+    pub window: usize,
+    /// Values per observation.
+    pub obs_dim: usize,
+    /// LSTM state size.
+    pub hidden: usize,
+    /// Step length.
+    pub step: StepSpec,
+    /// Policy file, relative to the sidecar.
+    pub policy: String,
+    /// DNC file, relative to the sidecar (`None`: no detector).
+    pub dnc: Option<String>,
+    /// P(change) above which the DNC fires.
+    pub dnc_threshold: f64,
+}
+
+/// The loaded networks, shared by every flow.
+pub struct TcpRlModel {
+    policy: Mutex<Session>,
+    dnc: Option<Mutex<Session>>,
+    sidecar: TcpRlSidecar,
+    step: StepLength,
+    to_model: Vec<usize>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for TcpRlModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpRlModel")
+            .field("sidecar", &self.sidecar)
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn session(path: &Path, library: Option<&Path>) -> Result<Session, OnnxError> {
+    let bytes = std::fs::read(path).map_err(|source| OnnxError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let (env, _) = runtime(library)?;
+    Session::builder(&env)
+        .and_then(|b| b.with_intra_threads(1).map_err(Into::into))
+        .and_then(|b| b.with_inter_threads(1).map_err(Into::into))
+        .and_then(|b| {
+            b.with_optimization_level(GraphOptimizationLevel::All)
+                .map_err(Into::into)
+        })
+        .and_then(|mut b| b.commit_from_memory(&bytes))
+        .map_err(|source| OnnxError::Model {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+impl TcpRlModel {
+    /// Loads `sidecar` (`tcprl.json`) and its networks for a selector over `candidates` (the
+    /// model's, each once, in any order), with the library of [`crate::onnx::resolve_library`].
+    pub fn load(sidecar: &Path, candidates: &[&str]) -> Result<Self, OnnxError> {
+        Self::load_with_library(sidecar, candidates, None)
+    }
+
+    /// As [`TcpRlModel::load`] with an explicit ONNX Runtime library.
+    pub fn load_with_library(
+        sidecar_path: &Path,
+        candidates: &[&str],
+        library: Option<&Path>,
+    ) -> Result<Self, OnnxError> {
+        let text = std::fs::read_to_string(sidecar_path).map_err(|source| OnnxError::Io {
+            path: sidecar_path.to_path_buf(),
+            source,
+        })?;
+        let sidecar: TcpRlSidecar =
+            serde_json::from_str(&text).map_err(|source| OnnxError::Sidecar {
+                path: sidecar_path.to_path_buf(),
+                source,
+            })?;
+        let mismatch = |what, expected: String, found: String| OnnxError::Mismatch {
+            path: sidecar_path.to_path_buf(),
+            what,
+            expected,
+            found,
+        };
+        if sidecar.schema_version != SCHEMA_VERSION {
+            return Err(mismatch(
+                "schema_version",
+                SCHEMA_VERSION.to_string(),
+                sidecar.schema_version.to_string(),
+            ));
+        }
+        let Some(to_model) = candidate_map(&sidecar.candidates, candidates) else {
+            return Err(mismatch(
+                "candidates",
+                format!("the selector's {candidates:?}, each once, in any order"),
+                format!("{:?}", sidecar.candidates),
+            ));
+        };
+        let obs_dim = observation_len(sidecar.window, candidates.len());
+        if sidecar.window == 0 || sidecar.obs_dim != obs_dim {
+            return Err(mismatch(
+                "obs_dim",
+                format!("{obs_dim} (window {} >= 1)", sidecar.window),
+                sidecar.obs_dim.to_string(),
+            ));
+        }
+        let step = match (sidecar.step.rtts, sidecar.step.seconds) {
+            (Some(k), None) if k > 0.0 && k.is_finite() => StepLength::Rtts(k),
+            (None, Some(s)) if s > 0.0 && s.is_finite() => StepLength::Seconds(s),
+            _ => {
+                return Err(mismatch(
+                    "step",
+                    "{\"rtts\": k > 0} or {\"seconds\": s > 0}".into(),
+                    format!("{:?}", sidecar.step),
+                ));
+            }
+        };
+        if sidecar.hidden == 0 || !(0.0..=1.0).contains(&sidecar.dnc_threshold) {
+            return Err(mismatch(
+                "hidden, dnc_threshold",
+                ">= 1, in [0, 1]".into(),
+                format!("{}, {}", sidecar.hidden, sidecar.dnc_threshold),
+            ));
+        }
+        let dir = sidecar_path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let policy_path = dir.join(&sidecar.policy);
+        let policy = session(&policy_path, library)?;
+        let pm = |what, expected: String, found: String| OnnxError::Mismatch {
+            path: policy_path.clone(),
+            what,
+            expected,
+            found,
+        };
+        let n = candidates.len();
+        let h = sidecar.hidden;
+        check_outlet(policy.inputs(), "obs", obs_dim, "input", &pm)?;
+        check_outlet(policy.inputs(), "h_in", h, "input", &pm)?;
+        check_outlet(policy.inputs(), "c_in", h, "input", &pm)?;
+        check_outlet(policy.outputs(), "probs", n, "output", &pm)?;
+        check_outlet(policy.outputs(), "h_out", h, "output", &pm)?;
+        check_outlet(policy.outputs(), "c_out", h, "output", &pm)?;
+        let dnc = match &sidecar.dnc {
+            None => None,
+            Some(file) => {
+                let path = dir.join(file);
+                let s = session(&path, library)?;
+                let dm = |what, expected: String, found: String| OnnxError::Mismatch {
+                    path: path.clone(),
+                    what,
+                    expected,
+                    found,
+                };
+                check_outlet(s.inputs(), "x", 2 * obs_dim + n, "input", &dm)?;
+                check_outlet(s.outputs(), "p_change", 1, "output", &dm)?;
+                Some(Mutex::new(s))
+            }
+        };
+        Ok(Self {
+            policy: Mutex::new(policy),
+            dnc,
+            sidecar,
+            step,
+            to_model,
+            dir,
+        })
+    }
+
+    /// The validated sidecar.
+    pub fn sidecar(&self) -> &TcpRlSidecar {
+        &self.sidecar
+    }
+
+    /// The step length the policy was trained with.
+    pub fn step(&self) -> StepLength {
+        self.step
+    }
+
+    /// Whether the change detector is loaded.
+    pub fn has_dnc(&self) -> bool {
+        self.dnc.is_some()
+    }
+
+    /// The model's index of the selector's candidate `candidate`.
+    pub fn model_index(&self, candidate: usize) -> Option<usize> {
+        self.to_model.get(candidate).copied()
+    }
+
+    /// One policy step: writes the candidate probabilities (model order) to `probs` and
+    /// replaces `h` and `c` with the new LSTM state.
+    pub fn policy_step(
+        &self,
+        obs: &[f32],
+        h: &mut [f32],
+        c: &mut [f32],
+        probs: &mut [f32],
+    ) -> Result<(), OnnxError> {
+        let hidden = self.sidecar.hidden;
+        for (len, want) in [
+            (obs.len(), self.sidecar.obs_dim),
+            (h.len(), hidden),
+            (c.len(), hidden),
+            (probs.len(), self.to_model.len()),
+        ] {
+            if len != want {
+                return Err(OnnxError::InputLength {
+                    expected: want,
+                    found: len,
+                });
+            }
+        }
+        let obs_in = TensorRef::from_array_view(([1usize, obs.len()], obs))?;
+        let h_in = TensorRef::from_array_view(([1usize, hidden], &*h))?;
+        let c_in = TensorRef::from_array_view(([1usize, hidden], &*c))?;
+        let mut session = self.policy.lock().map_err(|_| OnnxError::Poisoned)?;
+        let out = session.run(ort::inputs!["obs" => obs_in, "h_in" => h_in, "c_in" => c_in])?;
+        let (_, p) = out["probs"].try_extract_tensor::<f32>()?;
+        let (_, hn) = out["h_out"].try_extract_tensor::<f32>()?;
+        let (_, cn) = out["c_out"].try_extract_tensor::<f32>()?;
+        if p.len() != probs.len() || hn.len() != hidden || cn.len() != hidden {
+            return Err(OnnxError::InputLength {
+                expected: probs.len(),
+                found: p.len(),
+            });
+        }
+        probs.copy_from_slice(p);
+        h.copy_from_slice(hn);
+        c.copy_from_slice(cn);
+        Ok(())
+    }
+
+    /// The DNC's probability that the path changed, on `x` (last observation, one-hot of the
+    /// last action in the model's order, observation); `None` without a DNC.
+    pub fn change_probability(&self, x: &[f32]) -> Result<Option<f32>, OnnxError> {
+        let Some(dnc) = &self.dnc else {
+            return Ok(None);
+        };
+        let want = 2 * self.sidecar.obs_dim + self.to_model.len();
+        if x.len() != want {
+            return Err(OnnxError::InputLength {
+                expected: want,
+                found: x.len(),
+            });
+        }
+        let t = TensorRef::from_array_view(([1usize, x.len()], x))?;
+        let mut s = dnc.lock().map_err(|_| OnnxError::Poisoned)?;
+        let out = s.run(ort::inputs!["x" => t])?;
+        let (_, p) = out["p_change"].try_extract_tensor::<f32>()?;
+        Ok(p.first().copied())
+    }
+}

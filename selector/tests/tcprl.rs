@@ -1,0 +1,169 @@
+//! The `tcprl` policy against the shipped model (`selector/models/tcprl`, written by
+//! `python -m ccp_suite.tcprl train`): ONNX Runtime reproduces the numpy networks' outputs
+//! recorded at export (`reference.json`), a flow's decisions follow the steps, the DNC's
+//! reset path runs, and bad models are clear errors.
+//!
+//! Needs ONNX Runtime (`make venv`, or `ORT_DYLIB_PATH`). When it is absent the model tests
+//! print one line and pass, unless `CCP_ONNX_REQUIRED` is set (the Makefile sets it).
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers; a failure is a test failure"
+)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ccp_algorithms::Measurement;
+use ccp_selector::onnx::OnnxError;
+use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
+use ccp_selector::{Decision, Features, SelectionPolicy};
+use serde::Deserialize;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tcprl")
+}
+
+#[derive(Deserialize)]
+struct Reference {
+    obs: Vec<Vec<f32>>,
+    probs: Vec<Vec<f32>>,
+    h_last: Vec<f32>,
+    c_last: Vec<f32>,
+    dnc_x: Option<Vec<f32>>,
+    dnc_p: Option<f32>,
+}
+
+#[derive(Deserialize)]
+struct Names {
+    candidates: Vec<String>,
+}
+
+fn names() -> Vec<&'static str> {
+    let text = std::fs::read_to_string(dir().join("tcprl.json")).unwrap();
+    let n: Names = serde_json::from_str(&text).unwrap();
+    n.candidates
+        .into_iter()
+        .map(|s| &*Box::leak(s.into_boxed_str()))
+        .collect()
+}
+
+fn load(candidates: &[&str]) -> Option<Arc<TcpRlModel>> {
+    match TcpRlModel::load(&dir().join("tcprl.json"), candidates) {
+        Ok(m) => Some(Arc::new(m)),
+        Err(e @ OnnxError::LibraryNotFound { .. })
+            if std::env::var_os("CCP_ONNX_REQUIRED").is_none() =>
+        {
+            println!("skipping tcprl model test: {e}");
+            None
+        }
+        Err(e) => panic!("loading the tcprl model: {e}"),
+    }
+}
+
+#[test]
+fn onnx_runtime_reproduces_the_trained_networks() {
+    let names = names();
+    let Some(model) = load(&names) else { return };
+    let text = std::fs::read_to_string(dir().join("reference.json")).unwrap();
+    let r: Reference = serde_json::from_str(&text).unwrap();
+    let hidden = model.sidecar().hidden;
+    let (mut h, mut c) = (vec![0.0f32; hidden], vec![0.0f32; hidden]);
+    let mut probs = vec![0.0f32; names.len()];
+    for (obs, want) in r.obs.iter().zip(&r.probs) {
+        model.policy_step(obs, &mut h, &mut c, &mut probs).unwrap();
+        for (a, b) in probs.iter().zip(want) {
+            assert!((a - b).abs() < 1e-4, "{probs:?} vs {want:?}");
+        }
+    }
+    let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-4);
+    assert!(close(&h, &r.h_last) && close(&c, &r.c_last));
+    if let (Some(x), Some(p)) = (r.dnc_x, r.dnc_p) {
+        assert!(model.has_dnc());
+        let got = model.change_probability(&x).unwrap().unwrap();
+        assert!((got - p).abs() < 1e-4, "{got} vs {p}");
+    }
+}
+
+fn report(now_us: u64, lost: u64) -> Measurement {
+    Measurement {
+        now_us,
+        acked_bytes: 60_000,
+        lost_pkts: lost,
+        rtt_us: 50_000,
+        min_rtt_us: 50_000,
+        rate_incoming_bytes_per_sec: 1_200_000,
+        ..Measurement::default()
+    }
+}
+
+#[test]
+fn a_flow_decides_once_per_step_in_any_candidate_order() {
+    let mut names = names();
+    // The selector may list the candidates in another order than the model.
+    names.reverse();
+    let Some(model) = load(&names) else { return };
+    let step_us = match model.step() {
+        ccp_selector::tcprl::StepLength::Seconds(s) => (s * 1e6) as u64,
+        ccp_selector::tcprl::StepLength::Rtts(k) => (k * 50_000.0) as u64,
+    };
+    let mut p = TcpRlPolicy::new(model, 7);
+    let mut current = p.initial();
+    assert!(current < names.len());
+    let mut decided = 0;
+    let mut now = 0;
+    for i in 0..200u64 {
+        now += 50_000;
+        let m = report(now, u64::from(i % 17 == 0));
+        let d = p.decide(&Features {
+            measurement: &m,
+            current,
+            candidates: &names,
+            now_us: now,
+            srtt_us: 50_000,
+            reports: i + 1,
+        });
+        if p.explain().is_some() && decided == 0 {
+            decided = 1;
+        }
+        if let Decision::SwitchTo(k) = d {
+            assert!(k < names.len() && k != current);
+            current = k;
+        }
+    }
+    assert_eq!(p.errors(), 0);
+    let probs = p.probabilities();
+    assert!((probs.iter().sum::<f32>() - 1.0).abs() < 1e-4, "{probs:?}");
+    assert_eq!(
+        decided,
+        1,
+        "no step ended in {} s of reports (step {step_us} us)",
+        now / 1_000_000
+    );
+}
+
+#[test]
+fn bad_models_are_clear_errors() {
+    let names = names();
+    // Other candidates.
+    let e = TcpRlModel::load(&dir().join("tcprl.json"), &["cubic", "bbr"]).unwrap_err();
+    assert!(e.to_string().contains("candidates"), "{e}");
+    // A sidecar that is not JSON, and one naming a missing network.
+    let tmp = std::env::temp_dir().join(format!("ccp-tcprl-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(tmp.join("tcprl.json"), "{ not json").unwrap();
+    let e = TcpRlModel::load(&tmp.join("tcprl.json"), &names).unwrap_err();
+    assert!(matches!(e, OnnxError::Sidecar { .. }), "{e}");
+    let mut side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("tcprl.json")).unwrap()).unwrap();
+    side["step"] = serde_json::json!({"rtts": -1.0});
+    std::fs::write(tmp.join("tcprl.json"), side.to_string()).unwrap();
+    let e = TcpRlModel::load(&tmp.join("tcprl.json"), &names).unwrap_err();
+    assert!(e.to_string().contains("step"), "{e}");
+    side["step"] = serde_json::json!({"seconds": 1.0});
+    side["policy"] = serde_json::json!("missing.onnx");
+    std::fs::write(tmp.join("tcprl.json"), side.to_string()).unwrap();
+    let e = TcpRlModel::load(&tmp.join("tcprl.json"), &names).unwrap_err();
+    assert!(e.to_string().contains("missing.onnx"), "{e}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
