@@ -242,6 +242,9 @@ impl DynAlgorithmConfig for Shared {
     fn programs(&self) -> &'static [&'static ProgramSpec] {
         self.0.programs()
     }
+    fn ready(&self) -> Result<(), String> {
+        self.0.ready()
+    }
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
         self.0.build(start)
     }

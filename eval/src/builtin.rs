@@ -20,6 +20,13 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "antelope-train",
         include_str!("../scenarios/antelope-train.toml"),
     ),
+    ("lptcp-train", include_str!("../scenarios/lptcp-train.toml")),
+    ("lptcp-paper", include_str!("../scenarios/lptcp-paper.toml")),
+    ("rltcp-paper", include_str!("../scenarios/rltcp-paper.toml")),
+    (
+        "rltcp-paper-4flows",
+        include_str!("../scenarios/rltcp-paper-4flows.toml"),
+    ),
 ];
 
 /// A built-in scenario by name.

@@ -14,7 +14,7 @@ use crate::report::{self, ReportInput};
 use crate::results::{self, FlowRow, SeriesRow, SwapRow};
 use crate::runner::{self, DatapathKind, RunOptions};
 use crate::scenario::Scenario;
-use crate::{builtin, schemes, training};
+use crate::{builtin, lptcp, schemes, training};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -98,16 +98,31 @@ enum Command {
         /// Worker threads (default: one per core).
         #[arg(long, default_value_t = 0)]
         jobs: usize,
+        /// What the data is for: `selector` (the selection policies' samples) or `lptcp`
+        /// (LP-TCP's loss-labelled NewReno reports, lptcp.csv).
+        #[arg(long, default_value = "selector")]
+        kind: String,
     },
-    /// Train a selection policy's models: `train antelope|outcome DIR --out eval/models/<policy>`.
+    /// Train models: `train antelope|outcome DIR --out eval/models/<policy>` (selection
+    /// policies) or `train lptcp DIR --out eval/models/lptcp` (LP-TCP's random forest).
     Train {
-        /// The policy (`antelope` or `outcome`).
+        /// What to train (`antelope`, `outcome` or `lptcp`).
         policy: String,
-        /// Directory (or file) with samples.csv from `gen-data`.
+        /// Directory (or file) with the samples from `gen-data`.
         data: PathBuf,
         /// Where to write the model set.
         #[arg(long)]
         out: PathBuf,
+        /// `lptcp`: the scenario the threshold is tuned on (default: the one `gen-data` ran,
+        /// named in DIR/lptcp-scenario.txt).
+        #[arg(long)]
+        scenario: Option<String>,
+        /// `lptcp`: trees of the forest.
+        #[arg(long, default_value_t = 31)]
+        trees: usize,
+        /// Worker threads of `lptcp`'s threshold runs (default: one per core).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
     },
 }
 
@@ -187,14 +202,31 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         }
         Command::Demo => demo(),
         Command::GenData {
-            scenario,
+            scenario: name,
             out,
             jobs,
+            kind,
         } => {
-            let scenario = match load_scenario(&scenario) {
+            let scenario = match load_scenario(&name) {
                 Ok(s) => s,
                 Err(e) => return fail(2, &e),
             };
+            match kind.as_str() {
+                "selector" => {}
+                "lptcp" => {
+                    return match lptcp::gen_data(&scenario, &name, &out, jobs) {
+                        Ok((rows, lost)) => {
+                            println!(
+                                "{rows} LP-TCP samples ({lost} lost) in {}",
+                                out.join(lptcp::SAMPLES_FILE).display()
+                            );
+                            ExitCode::SUCCESS
+                        }
+                        Err(e) => fail(1, &e),
+                    };
+                }
+                other => return fail(2, &format!("unknown --kind `{other}` (selector, lptcp)")),
+            }
             match training::gen_data(&scenario, &out, jobs) {
                 Ok(g) => {
                     println!(
@@ -209,7 +241,52 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
                 Err(e) => fail(1, &e),
             }
         }
-        Command::Train { policy, data, out } => match training::train(&policy, &data, &out) {
+        Command::Train {
+            policy,
+            data,
+            out,
+            scenario,
+            trees,
+            jobs,
+        } if policy == "lptcp" => {
+            let name = match scenario {
+                Some(s) => s,
+                None => {
+                    let meta = data.join(lptcp::SCENARIO_FILE);
+                    match std::fs::read_to_string(&meta) {
+                        Ok(s) => s.trim().to_string(),
+                        Err(e) => {
+                            return fail(
+                                2,
+                                &format!(
+                                    "{}: {e} (or name the scenario with --scenario)",
+                                    meta.display()
+                                ),
+                            );
+                        }
+                    }
+                }
+            };
+            let scenario = match load_scenario(&name) {
+                Ok(s) => s,
+                Err(e) => return fail(2, &e),
+            };
+            let opts = lptcp::TrainOptions {
+                trees: trees.max(1),
+                jobs,
+                ..lptcp::TrainOptions::default()
+            };
+            match lptcp::train(&data, &out, &scenario, &name, opts) {
+                Ok(summary) => {
+                    println!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(2, &e),
+            }
+        }
+        Command::Train {
+            policy, data, out, ..
+        } => match training::train(&policy, &data, &out) {
             Ok(summary) => {
                 println!("{summary}; written to {}", out.display());
                 ExitCode::SUCCESS

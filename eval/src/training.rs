@@ -198,7 +198,7 @@ pub fn train(objective: &str, data: &Path, out: &Path) -> Result<String, String>
         OBJECTIVE_OUTCOME => ("outcome.csv", &[Mode::Default]),
         other => {
             return Err(format!(
-                "unknown policy `{other}` (trainable: antelope, outcome)"
+                "unknown policy `{other}` (trainable: antelope, outcome, lptcp)"
             ));
         }
     };

@@ -31,8 +31,8 @@ use crate::{schemes, traces};
 #[cfg(feature = "kernel")]
 pub mod kernel;
 
-const MSS_BYTES: u32 = 1448;
-const INIT_CWND_PKTS: u32 = 10;
+pub(crate) const MSS_BYTES: u32 = 1448;
+pub(crate) const INIT_CWND_PKTS: u32 = 10;
 /// Throughput floor used in the reward so a starved flow has a finite (very low) reward.
 const MIN_TPUT_MBPS: f64 = 1e-3;
 
@@ -73,7 +73,7 @@ pub enum RunError {
     /// A scheme name nobody knows.
     #[error("unknown scheme `{0}` (see `ccp-eval list`)")]
     UnknownScheme(String),
-    /// A learned selector without usable models.
+    /// A learned selector or algorithm without usable models.
     #[error("{0}: {1}")]
     Models(String, String),
     /// `--datapath kernel` in a build without the `kernel` feature.
@@ -135,6 +135,13 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
             return Err(RunError::UnknownScheme(s.clone()));
         }
         if let Some(e) = selectors::unavailable(s) {
+            return Err(RunError::Models(s.clone(), e));
+        }
+        // An algorithm that cannot run as meant (a learned model missing) says so up front.
+        if let Some(Err(e)) = ccp_algorithms::registry::global()
+            .get(s)
+            .map(|entry| entry.config.ready())
+        {
             return Err(RunError::Models(s.clone(), e));
         }
     }
@@ -304,7 +311,7 @@ pub const FRAME_BYTES: u64 = MSS_BYTES as u64 + ccp_datapath::sim::WIRE_OVERHEAD
 pub const MIN_BUFFER_BYTES: u64 = 2 * FRAME_BYTES;
 
 /// The bottleneck of a condition at its start, and its mean rate in bit/s.
-fn link_for(cond: &Condition) -> (LinkSpec, u64) {
+pub(crate) fn link_for(cond: &Condition) -> (LinkSpec, u64) {
     let rate = match &cond.rate {
         RateSource::Constant(mbps) => LinkRate::Constant {
             bps: (mbps * 1e6) as u64,
@@ -515,7 +522,7 @@ fn job_output(
 }
 
 /// The condition's phases as the simulator's path changes.
-fn path_changes(cond: &Condition) -> Vec<PathChange> {
+pub(crate) fn path_changes(cond: &Condition) -> Vec<PathChange> {
     cond.phases
         .iter()
         .map(|p| PathChange {
