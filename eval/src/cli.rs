@@ -120,6 +120,9 @@ enum Command {
         /// `lptcp`: trees of the forest.
         #[arg(long, default_value_t = 31)]
         trees: usize,
+        /// `lptcp`: the deepest split of a tree.
+        #[arg(long, default_value_t = 14)]
+        max_depth: usize,
         /// Worker threads of `lptcp`'s threshold runs (default: one per core).
         #[arg(long, default_value_t = 0)]
         jobs: usize,
@@ -247,6 +250,7 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             out,
             scenario,
             trees,
+            max_depth,
             jobs,
         } if policy == "lptcp" => {
             let name = match scenario {
@@ -273,6 +277,7 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             };
             let opts = lptcp::TrainOptions {
                 trees: trees.max(1),
+                max_depth: max_depth.max(1),
                 jobs,
                 ..lptcp::TrainOptions::default()
             };
