@@ -8,7 +8,7 @@
 //! each naming the paper or RFC it follows and what it leaves out: [`reno`] (RFC 5681/6582),
 //! [`cubic`] (RFC 9438), [`bbr`] (BBR v1), [`copa`], [`vegas`], [`westwood`] (Westwood+),
 //! [`illinois`], [`c2tcp`], [`vivace`] (PCC Vivace), and the learned [`lptcp`] (a random-forest
-//! loss predictor on `NewReno`) and [`rltcp`] (SARSA on `NewReno`), both Kong et al., NetAI'18. See `DESIGN.md` §3.1 and §3.3 for the
+//! loss predictor on `NewReno`) and [`rltcp`] (SARSA on `NewReno`), both Kong et al., `NetAI`'18. See `DESIGN.md` §3.1 and §3.3 for the
 //! contracts these follow, and `docs/writing-a-cca.md` to add one.
 //!
 //! Algorithms read no clock and own no IPC handle; time comes from the reports. The datapath

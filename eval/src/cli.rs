@@ -99,7 +99,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         jobs: usize,
         /// What the data is for: `selector` (the selection policies' samples) or `lptcp`
-        /// (LP-TCP's loss-labelled NewReno reports, lptcp.csv).
+        /// (LP-TCP's loss-labelled `NewReno` reports, lptcp.csv).
         #[arg(long, default_value = "selector")]
         kind: String,
     },
@@ -205,45 +205,11 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         }
         Command::Demo => demo(),
         Command::GenData {
-            scenario: name,
+            scenario,
             out,
             jobs,
             kind,
-        } => {
-            let scenario = match load_scenario(&name) {
-                Ok(s) => s,
-                Err(e) => return fail(2, &e),
-            };
-            match kind.as_str() {
-                "selector" => {}
-                "lptcp" => {
-                    return match lptcp::gen_data(&scenario, &name, &out, jobs) {
-                        Ok((rows, lost)) => {
-                            println!(
-                                "{rows} LP-TCP samples ({lost} lost) in {}",
-                                out.join(lptcp::SAMPLES_FILE).display()
-                            );
-                            ExitCode::SUCCESS
-                        }
-                        Err(e) => fail(1, &e),
-                    };
-                }
-                other => return fail(2, &format!("unknown --kind `{other}` (selector, lptcp)")),
-            }
-            match training::gen_data(&scenario, &out, jobs) {
-                Ok(g) => {
-                    println!(
-                        "{} samples, {} outcome samples, {} onnx windows in {}",
-                        g.samples,
-                        g.outcome,
-                        g.windows,
-                        out.display()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(1, &e),
-            }
-        }
+        } => gen_data(&scenario, &out, jobs, &kind),
         Command::Train {
             policy,
             data,
@@ -253,41 +219,13 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             max_depth,
             jobs,
         } if policy == "lptcp" => {
-            let name = match scenario {
-                Some(s) => s,
-                None => {
-                    let meta = data.join(lptcp::SCENARIO_FILE);
-                    match std::fs::read_to_string(&meta) {
-                        Ok(s) => s.trim().to_string(),
-                        Err(e) => {
-                            return fail(
-                                2,
-                                &format!(
-                                    "{}: {e} (or name the scenario with --scenario)",
-                                    meta.display()
-                                ),
-                            );
-                        }
-                    }
-                }
-            };
-            let scenario = match load_scenario(&name) {
-                Ok(s) => s,
-                Err(e) => return fail(2, &e),
-            };
             let opts = lptcp::TrainOptions {
                 trees: trees.max(1),
                 max_depth: max_depth.max(1),
                 jobs,
                 ..lptcp::TrainOptions::default()
             };
-            match lptcp::train(&data, &out, &scenario, &name, opts) {
-                Ok(summary) => {
-                    println!("{summary}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(2, &e),
-            }
+            train_lptcp(&data, &out, scenario, opts)
         }
         Command::Train {
             policy, data, out, ..
@@ -298,6 +236,83 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             }
             Err(e) => fail(2, &e),
         },
+    }
+}
+
+/// `gen-data`: the selectors' samples, or LP-TCP's with `--kind lptcp`.
+fn gen_data(name: &str, out: &Path, jobs: usize, kind: &str) -> ExitCode {
+    let scenario = match load_scenario(name) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    match kind {
+        "selector" => {}
+        "lptcp" => return gen_data_lptcp(&scenario, name, out, jobs),
+        other => return fail(2, &format!("unknown --kind `{other}` (selector, lptcp)")),
+    }
+    match training::gen_data(&scenario, out, jobs) {
+        Ok(g) => {
+            println!(
+                "{} samples, {} outcome samples, {} onnx windows in {}",
+                g.samples,
+                g.outcome,
+                g.windows,
+                out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, &e),
+    }
+}
+
+/// `gen-data --kind lptcp`.
+fn gen_data_lptcp(scenario: &Scenario, name: &str, out: &Path, jobs: usize) -> ExitCode {
+    match lptcp::gen_data(scenario, name, out, jobs) {
+        Ok((rows, lost)) => {
+            println!(
+                "{rows} LP-TCP samples ({lost} lost) in {}",
+                out.join(lptcp::SAMPLES_FILE).display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, &e),
+    }
+}
+
+/// `train lptcp`: the scenario is `--scenario`, else the one `gen-data` names in `data`.
+fn train_lptcp(
+    data: &Path,
+    out: &Path,
+    scenario: Option<String>,
+    opts: lptcp::TrainOptions,
+) -> ExitCode {
+    let name = if let Some(s) = scenario {
+        s
+    } else {
+        let meta = data.join(lptcp::SCENARIO_FILE);
+        match std::fs::read_to_string(&meta) {
+            Ok(s) => s.trim().to_string(),
+            Err(e) => {
+                return fail(
+                    2,
+                    &format!(
+                        "{}: {e} (or name the scenario with --scenario)",
+                        meta.display()
+                    ),
+                );
+            }
+        }
+    };
+    let scenario = match load_scenario(&name) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    match lptcp::train(data, out, &scenario, &name, opts) {
+        Ok(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(2, &e),
     }
 }
 

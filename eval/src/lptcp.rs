@@ -349,38 +349,16 @@ fn m_e(
     Ok((tp.max(1e-9).ln() - 0.1 * d.max(0.01).ln(), tp, d))
 }
 
-/// Fits the forest on `data` (a directory holding `lptcp.csv`, or the file), chooses its
-/// threshold on `scenario`, writes `out/forest.json`; returns a summary.
-pub fn train(
-    data: &Path,
-    out: &Path,
-    scenario: &Scenario,
-    scenario_arg: &str,
-    opts: TrainOptions,
-) -> Result<String, String> {
-    let path = if data.is_dir() {
-        data.join(SAMPLES_FILE)
-    } else {
-        data.to_path_buf()
-    };
-    let samples = read_samples(&path)?;
-    let (train, held): (Vec<(usize, &Sample)>, Vec<(usize, &Sample)>) =
-        samples.iter().enumerate().partition(|(i, _)| i % 5 != 4);
-    let train: Vec<&Sample> = train.into_iter().map(|(_, s)| s).collect();
-    let held: Vec<&Sample> = held.into_iter().map(|(_, s)| s).collect();
-    let positives = train.iter().filter(|s| s.lost).count();
-    if positives == 0 || positives == train.len() {
-        return Err(format!(
-            "{}: the training rows need both lost and not-lost labels ({positives} lost of {})",
-            path.display(),
-            train.len()
-        ));
-    }
-    let matrix = |rows: &[&Sample]| {
-        Array2::from_shape_fn((rows.len(), N_FEATURES), |(i, j)| rows[i].features[j])
-    };
-    let labels = |rows: &[&Sample]| Array1::from_iter(rows.iter().map(|s| usize::from(s.lost)));
-    let dataset = Dataset::new(matrix(&train), labels(&train))
+/// The feature matrix of `rows`.
+fn matrix(rows: &[&Sample]) -> Array2<f64> {
+    Array2::from_shape_fn((rows.len(), N_FEATURES), |(i, j)| rows[i].features[j])
+}
+
+/// Fits linfa's random forest on `train` and exports it, checking on `held` that the exported
+/// trees vote as linfa predicts.
+fn fit(train: &[&Sample], held: &[&Sample], opts: TrainOptions) -> Result<Forest, String> {
+    let labels = Array1::from_iter(train.iter().map(|s| usize::from(s.lost)));
+    let dataset = Dataset::new(matrix(train), labels)
         .with_feature_names(FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect());
     let params = EnsembleLearnerParams::new_fixed_rng(
         DecisionTree::params().max_depth(Some(opts.max_depth)),
@@ -397,15 +375,11 @@ pub fn train(
         .map(|(m, f)| export_tree(m.root_node(), f))
         .collect::<Result<Vec<_>, _>>()?;
     let forest = Forest::from_trees(trees, 0.5).map_err(|e| e.to_string())?;
-
-    // The exported trees must vote as linfa's forest predicts (on the held-out rows).
-    let held_x = matrix(&held);
-    let linfa_pred: Array1<usize> = fitted.predict(&held_x);
-    let p: Vec<f64> = held.iter().map(|s| forest.p_loss(&s.features)).collect();
-    let disagree = p
+    let linfa_pred: Array1<usize> = fitted.predict(&matrix(held));
+    let disagree = held
         .iter()
         .zip(linfa_pred.iter())
-        .filter(|(p, l)| (**p > 0.5) != (**l == 1))
+        .filter(|(s, l)| (forest.p_loss(&s.features) > 0.5) != (**l == 1))
         .count();
     if disagree > 0 {
         return Err(format!(
@@ -413,6 +387,46 @@ pub fn train(
             held.len()
         ));
     }
+    Ok(forest)
+}
+
+/// Fits the forest on `data` (a directory holding `lptcp.csv`, or the file), chooses its
+/// threshold on `scenario`, writes `out/forest.json`; returns a summary.
+pub fn train(
+    data: &Path,
+    out: &Path,
+    scenario: &Scenario,
+    scenario_arg: &str,
+    opts: TrainOptions,
+) -> Result<String, String> {
+    let path = if data.is_dir() {
+        data.join(SAMPLES_FILE)
+    } else {
+        data.to_path_buf()
+    };
+    let samples = read_samples(&path)?;
+    let train: Vec<&Sample> = samples
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 != 4)
+        .map(|(_, s)| s)
+        .collect();
+    let held: Vec<&Sample> = samples
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 == 4)
+        .map(|(_, s)| s)
+        .collect();
+    let positives = train.iter().filter(|s| s.lost).count();
+    if positives == 0 || positives == train.len() {
+        return Err(format!(
+            "{}: the training rows need both lost and not-lost labels ({positives} lost of {})",
+            path.display(),
+            train.len()
+        ));
+    }
+    let forest = fit(&train, &held, opts)?;
+    let p: Vec<f64> = held.iter().map(|s| forest.p_loss(&s.features)).collect();
 
     // th0: the vote share of maximum F1 on the held-out rows.
     let mut th0 = (0.5, scores(&p, &held, 0.5));
@@ -450,7 +464,7 @@ pub fn train(
 
     let mut file: ForestFile = forest.to_file();
     file.threshold = best;
-    file.thresholds = table.clone();
+    file.thresholds.clone_from(&table);
     file.trained_on = format!(
         "{} rows of `gen-data --kind lptcp` on {scenario_arg} ({positives} lost in training); {} linfa trees, depth <= {}, {:.0} % of the features each, seed {}",
         train.len(),

@@ -1,5 +1,5 @@
 //! LP-TCP's state at report granularity: the per-report analogue of the paper's 55 per-packet
-//! features (Kong, Zang & Ma, NetAI'18, §3.1), and the version of that schema a model names.
+//! features (Kong, Zang & Ma, `NetAI`'18, §3.1), and the version of that schema a model names.
 //!
 //! The paper computes its state for each packet about to be sent: the window, the packet's
 //! position in it, and for three signals (ACK inter-arrival time, packet inter-send time, RTT)

@@ -94,7 +94,7 @@ pub struct ForestFile {
     pub trees: Vec<Tree>,
 }
 
-/// One candidate threshold's result on the tuning runs (the paper's M_e).
+/// One candidate threshold's result on the tuning runs (the paper's `M_e`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ThresholdScore {
     /// The threshold.
@@ -105,7 +105,7 @@ pub struct ThresholdScore {
     pub m_e: f64,
     /// Mean throughput, Mbit/s.
     pub throughput_mbps: f64,
-    /// Mean queueing delay (RTT - RTT_min), ms.
+    /// Mean queueing delay (RTT - `RTT_min`), ms.
     pub delay_ms: f64,
 }
 

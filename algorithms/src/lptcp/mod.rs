@@ -1,5 +1,5 @@
 //! LP-TCP (Kong, Zang & Ma, "Improving TCP Congestion Control with Machine Intelligence",
-//! NetAI'18, §3.1): `NewReno` with a learned loss predictor that holds the window back when
+//! `NetAI`'18, §3.1): `NewReno` with a learned loss predictor that holds the window back when
 //! a loss looks likely.
 //!
 //! Model:
@@ -249,12 +249,12 @@ impl Algorithm for LpTcp {
             for p in &mut self.pending {
                 p.1 |= m.congestion();
             }
-            if self.pending.len() == LABEL_REPORTS {
-                if let Some((features, lost)) = self.pending.pop_front() {
-                    sink.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(Sample { features, lost });
-                }
+            if self.pending.len() == LABEL_REPORTS
+                && let Some((features, lost)) = self.pending.pop_front()
+            {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(Sample { features, lost });
             }
             self.pending.push_back((x, false));
         } else if let Some(model) = &self.model

@@ -1,5 +1,5 @@
 //! RL-TCP (Kong, Zang & Ma, "Improving TCP Congestion Control with Machine Intelligence",
-//! NetAI'18, §3.2): `NewReno` whose congestion avoidance is a SARSA agent choosing a window
+//! `NetAI`'18, §3.2): `NewReno` whose congestion avoidance is a SARSA agent choosing a window
 //! change once per RTT, learning online per flow.
 //!
 //! Model (the paper's parameters; `docs/algorithms.md` has the equations):
@@ -236,12 +236,12 @@ impl RlTcp {
     }
 
     /// ε-greedy over the actions of `s`, ties at random.
-    fn choose(&mut self, s: &State) -> usize {
+    fn choose(&mut self, s: State) -> usize {
         let n = ACTIONS.len() as u64;
         if self.rng.next_f64() < self.cfg.epsilon {
             return (self.rng.next_u64() % n) as usize;
         }
-        let q = self.q.get(s);
+        let q = self.q.get(&s);
         let best = q.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let ties: Vec<usize> = (0..ACTIONS.len()).filter(|&a| q[a] >= best).collect();
         if ties.is_empty() {
@@ -270,24 +270,26 @@ impl RlTcp {
 
     /// Ends a step at `now_us`: reward, SARSA update of the step two back, next action.
     fn end_step(&mut self, now_us: u64, start_us: u64, in_recovery: bool) {
-        let u = self.utility(now_us - start_us);
-        let r = self.last_utility.map(|prev| reward(u - prev));
-        self.last_utility = Some(u);
-        let s = qtable::discretize(&self.observation());
-        let a = if in_recovery {
+        let utility = self.utility(now_us - start_us);
+        let reward = self.last_utility.map(|prev| reward(utility - prev));
+        self.last_utility = Some(utility);
+        let state = qtable::discretize(&self.observation());
+        let action = if in_recovery {
             qtable::KEEP
         } else {
-            self.choose(&s)
+            self.choose(state)
         };
-        if let (Some(r), Some((s1, a1)), Some((s2, a2))) = (r, self.history[0], self.history[1]) {
+        if let (Some(r), Some((s1, a1)), Some((s2, a2))) =
+            (reward, self.history[0], self.history[1])
+        {
             let alpha = self.alpha(self.updates);
             let next = self.q.get(&s1)[a1];
             let q = &mut self.q.entry(s2)[a2];
             *q = (1.0 - alpha) * *q + alpha * (r + self.cfg.gamma * next);
             self.updates += 1;
         }
-        self.history = [Some((s, a)), self.history[0]];
-        self.action = a;
+        self.history = [Some((state, action)), self.history[0]];
+        self.action = action;
         self.steps += 1;
         self.step = Step {
             start_us: Some(now_us),

@@ -31,7 +31,7 @@ pub type State = [u8; 5];
 /// What [`discretize`] reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Observation {
-    /// EWMA of the time between ACKed segments, µs.
+    /// EWMA of the time between acknowledged segments, µs.
     pub ack_interval_us: f64,
     /// EWMA of the time between sent segments, µs.
     pub send_interval_us: f64,
