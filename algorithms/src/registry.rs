@@ -448,7 +448,8 @@ mod tests {
         assert_eq!(
             r.names(),
             [
-                "reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace"
+                "reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace",
+                "lptcp", "rltcp"
             ]
         );
         assert!(r.programs().len() <= MAX_PROGRAMS);
