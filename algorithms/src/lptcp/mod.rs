@@ -166,7 +166,10 @@ impl AlgorithmConfig for LpTcpConfig {
             Mode::Default => match default_model() {
                 Ok(m) => (Some(m), None),
                 Err(e) => {
-                    tracing::error!(error = %e, "lptcp without a model runs NewReno");
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        tracing::error!(error = %e, "lptcp flows without a model run NewReno");
+                    });
                     (None, None)
                 }
             },
