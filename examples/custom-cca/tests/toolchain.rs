@@ -62,7 +62,10 @@ fn capped_is_a_selector_candidate() {
     ccp_algorithms::registry::install(custom_cca::registry().unwrap()).unwrap();
     let names = ccp_eval::selectors::candidate_names();
     // The suite's eleven and `capped`.
-    assert_eq!(names.len(), ccp_algorithms::Registry::builtin().names().len() + 1);
+    assert_eq!(
+        names.len(),
+        ccp_algorithms::Registry::builtin().names().len() + 1
+    );
     assert!(names.contains(&"capped"), "{names:?}");
 }
 
