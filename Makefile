@@ -50,16 +50,24 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
+# LP-TCP's loss predictor (`lptcp`): NewReno data on its training scenario, a linfa random
+# forest and the paper's threshold choice (eval/src/lptcp.rs); about 15 s.
+LPTCP_MODEL := eval/models/lptcp/forest.json
+$(LPTCP_MODEL): eval/models.version eval/scenarios/lptcp-train.toml
+	$(EVAL) gen-data lptcp-train --kind lptcp --out results/lptcp-train
+	$(EVAL) train lptcp results/lptcp-train --out eval/models/lptcp
+
 # The learned selectors' models (`selector-antelope`, `selector-outcome`): generated on the training scenario (disjoint
 # from every evaluation scenario) and fitted, once, and again whenever eval/models.version is newer (a change that made
 # earlier training data wrong); about 75 s.
 MODELS := eval/models/antelope/manifest.json eval/models/outcome/manifest.json
-$(MODELS) &: eval/models.version
+# LP-TCP is one of the selectors' candidates: its forest comes first.
+$(MODELS) &: eval/models.version $(LPTCP_MODEL)
 	$(EVAL) gen-data antelope-train --out results/antelope-train
 	$(EVAL) train antelope results/antelope-train --out eval/models/antelope
 	$(EVAL) train outcome results/antelope-train --per-mode --out eval/models/outcome
 
-models: deps $(MODELS)
+models: deps $(LPTCP_MODEL) $(MODELS)
 
 
 # The Python package `ccp_suite` (python/, PyO3): maturin builds it into an abi3 wheel, installed

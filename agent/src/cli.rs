@@ -69,6 +69,14 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // An algorithm that cannot run as meant (a learned model missing) says so before serving.
+    if let Some(Err(e)) = ccp_algorithms::registry::global()
+        .get(&cli.alg)
+        .map(|entry| entry.config.ready())
+    {
+        eprintln!("ccp-agent: --alg {}: {e}", cli.alg);
+        return ExitCode::from(2);
+    }
     if let Err(e) = crate::spawn_reloader(state.clone()) {
         eprintln!("ccp-agent: cannot install the signal handlers: {e}");
         state.shutdown();

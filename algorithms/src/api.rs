@@ -273,6 +273,13 @@ pub trait AlgorithmConfig: Send + Sync + 'static {
     /// Every program the algorithm may install (registered with portus by the adapter).
     fn programs(&self) -> &'static [&'static ProgramSpec];
 
+    /// Whether flows of this config can run as meant, or why not (e.g. a learned model that
+    /// is missing or malformed). Tools check it before starting flows (`ccp-eval run`,
+    /// `ccp-agent --alg`); by default there is nothing to check.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// A fresh per-flow state machine; call [`Algorithm::activate`] before the first report.
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm>;
 }
@@ -284,6 +291,10 @@ pub trait DynAlgorithmConfig: Send + Sync {
     fn name(&self) -> &'static str;
     /// See [`AlgorithmConfig::programs`].
     fn programs(&self) -> &'static [&'static ProgramSpec];
+    /// See [`AlgorithmConfig::ready`] (nothing to check by default).
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// See [`AlgorithmConfig::build`].
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm>;
 }
@@ -294,6 +305,9 @@ impl<C: AlgorithmConfig> DynAlgorithmConfig for C {
     }
     fn programs(&self) -> &'static [&'static ProgramSpec] {
         AlgorithmConfig::programs(self)
+    }
+    fn ready(&self) -> Result<(), String> {
+        AlgorithmConfig::ready(self)
     }
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
         AlgorithmConfig::build(self, start)

@@ -7,7 +7,8 @@
 //! library of datapath programs every algorithm installs from. Then one module per algorithm,
 //! each naming the paper or RFC it follows and what it leaves out: [`reno`] (RFC 5681/6582),
 //! [`cubic`] (RFC 9438), [`bbr`] (BBR v1), [`copa`], [`vegas`], [`westwood`] (Westwood+),
-//! [`illinois`], [`c2tcp`] and [`vivace`] (PCC Vivace). See `DESIGN.md` §3.1 and §3.3 for the
+//! [`illinois`], [`c2tcp`], [`vivace`] (PCC Vivace), and the learned [`lptcp`] (a random-forest
+//! loss predictor on `NewReno`) and [`rltcp`] (SARSA on `NewReno`), both Kong et al., `NetAI`'18. See `DESIGN.md` §3.1 and §3.3 for the
 //! contracts these follow, and `docs/writing-a-cca.md` to add one.
 //!
 //! Algorithms read no clock and own no IPC handle; time comes from the reports. The datapath
@@ -55,6 +56,8 @@ builtin_algorithms! {
     illinois: Illinois, IllinoisConfig, "TCP-Illinois (Liu, Basar & Srikant 2006)";
     c2tcp: C2tcp, C2tcpConfig, "C2TCP (Abbasloo et al. 2018), target-delay layer over Cubic";
     vivace: Vivace, VivaceConfig, "PCC Vivace (Dong et al., NSDI'18)";
+    lptcp: LpTcp, LpTcpConfig, "LP-TCP (Kong et al., NetAI'18): NewReno holding the window when a random forest predicts loss";
+    rltcp: RlTcp, RlTcpConfig, "RL-TCP (Kong et al., NetAI'18): NewReno with SARSA choosing the window change per RTT";
 }
 
 /// The default config of every algorithm of the process's registry ([`registry::global`]).

@@ -242,6 +242,9 @@ impl DynAlgorithmConfig for Shared {
     fn programs(&self) -> &'static [&'static ProgramSpec] {
         self.0.programs()
     }
+    fn ready(&self) -> Result<(), String> {
+        self.0.ready()
+    }
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
         self.0.build(start)
     }
@@ -445,7 +448,8 @@ mod tests {
         assert_eq!(
             r.names(),
             [
-                "reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace"
+                "reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace",
+                "lptcp", "rltcp"
             ]
         );
         assert!(r.programs().len() <= MAX_PROGRAMS);

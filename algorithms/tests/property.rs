@@ -1,4 +1,5 @@
-//! One model-based property test run against every algorithm of the suite: random sequences
+//! One model-based property test run against every algorithm of the suite (and LP-TCP with a
+//! test forest, whether or not `eval/models` holds one): random sequences
 //! of reports (zero RTT, huge RTT, no ACKs, repeated timeouts, rate 0, time going backwards)
 //! and handoffs never panic, keep the window within [2 MSS, 2^32 - 1] with no NaN leaking out,
 //! and answer a timeout by shrinking the window.
@@ -9,7 +10,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use ccp_algorithms::{FlowStart, Handoff, Measurement, Pacing, suite};
+use ccp_algorithms::{
+    DynAlgorithmConfig, FlowStart, Handoff, LpTcpConfig, Measurement, Pacing, suite,
+};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -118,6 +121,16 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Learned algorithms with a model whatever `eval/models` holds: LP-TCP with the test forest
+/// (`tests/fixtures/lptcp-forest.json`, a 5-tree forest from `ccp-eval train lptcp`).
+fn with_models() -> Vec<Box<dyn DynAlgorithmConfig>> {
+    let forest =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lptcp-forest.json");
+    vec![Box::new(
+        LpTcpConfig::load(&forest).expect("the test forest loads"),
+    )]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -129,7 +142,7 @@ proptest! {
     ) {
         let start = FlowStart { sock_id: 3, mss_bytes: mss, init_cwnd_bytes: iw, seed: 1 };
         let min = u64::from(mss.max(1)) * 2;
-        for cfg in suite() {
+        for cfg in suite().into_iter().chain(with_models()) {
             let mut alg = cfg.build(&start);
             let first = alg.activate(&Handoff::flow_start(&start));
             prop_assert!(first.cwnd_bytes.is_some(), "{}: no window at start", cfg.name());

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use ccp_algorithms::{
     AlgorithmConfig, BbrConfig, C2tcpConfig, Ccp, CopaConfig, CubicConfig, IllinoisConfig,
-    RenoConfig, VegasConfig, VivaceConfig, WestwoodConfig,
+    LpTcpConfig, RenoConfig, RlTcpConfig, VegasConfig, VivaceConfig, WestwoodConfig,
 };
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
@@ -151,4 +151,21 @@ fn c2tcp_trajectory() {
 #[test]
 fn vivace_trajectory() {
     check("vivace", &trajectory(VivaceConfig::default()));
+}
+
+/// LP-TCP with the test forest (`tests/fixtures/lptcp-forest.json`, trained on the 150 ms
+/// paper path; here it holds the window where it predicts a loss on a 50 ms path).
+#[test]
+fn lptcp_trajectory() {
+    let forest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lptcp-forest.json");
+    check(
+        "lptcp",
+        &trajectory(LpTcpConfig::load(&forest).expect("test forest")),
+    );
+}
+
+/// RL-TCP learning from an empty table (its exploration drawn from the flow's seed).
+#[test]
+fn rltcp_trajectory() {
+    check("rltcp", &trajectory(RlTcpConfig::default()));
 }

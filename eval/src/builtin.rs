@@ -32,6 +32,13 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "selection-train",
         include_str!("../scenarios/selection-train.toml"),
     ),
+    ("lptcp-train", include_str!("../scenarios/lptcp-train.toml")),
+    ("lptcp-paper", include_str!("../scenarios/lptcp-paper.toml")),
+    ("rltcp-paper", include_str!("../scenarios/rltcp-paper.toml")),
+    (
+        "rltcp-paper-4flows",
+        include_str!("../scenarios/rltcp-paper-4flows.toml"),
+    ),
 ];
 
 /// A built-in scenario by name. Trace files it names are read relative to `eval/scenarios/`

@@ -15,7 +15,7 @@ use crate::report::{self, ReportInput};
 use crate::results::{self, FlowRow, SeriesRow, SwapRow};
 use crate::runner::{self, DatapathKind, RunOptions};
 use crate::scenario::Scenario;
-use crate::{builtin, schemes, training};
+use crate::{builtin, lptcp, schemes, training};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -108,13 +108,18 @@ enum Command {
         /// Worker threads (default: one per core).
         #[arg(long, default_value_t = 0)]
         jobs: usize,
+        /// What the data is for: `selector` (the selection policies' samples) or `lptcp`
+        /// (LP-TCP's loss-labelled `NewReno` reports, lptcp.csv).
+        #[arg(long, default_value = "selector")]
+        kind: String,
     },
-    /// Train a selection policy's models: `train antelope|outcome DIR... --out
-    /// eval/models/<policy>` (several directories: their samples together).
+    /// Train models: `train antelope|outcome DIR... --out eval/models/<policy>` (selection
+    /// policies; several directories: their samples together) or `train lptcp DIR --out
+    /// eval/models/lptcp` (LP-TCP's random forest).
     Train {
-        /// The policy (`antelope` or `outcome`).
+        /// What to train (`antelope`, `outcome` or `lptcp`).
         policy: String,
-        /// Directories (or files) with samples.csv / outcome.csv from `gen-data`.
+        /// Directories (or files) with the samples from `gen-data` (`lptcp`: one).
         #[arg(required = true, num_args = 1..)]
         data: Vec<PathBuf>,
         /// Where to write the model set.
@@ -124,6 +129,19 @@ enum Command {
         /// mode, on those objectives' labels), used by flows to the preference ports.
         #[arg(long)]
         per_mode: bool,
+        /// `lptcp`: the scenario the threshold is tuned on (default: the one `gen-data` ran,
+        /// named in DIR/lptcp-scenario.txt).
+        #[arg(long)]
+        scenario: Option<String>,
+        /// `lptcp`: trees of the forest.
+        #[arg(long, default_value_t = 31)]
+        trees: usize,
+        /// `lptcp`: the deepest split of a tree.
+        #[arg(long, default_value_t = 14)]
+        max_depth: usize,
+        /// Worker threads of `lptcp`'s threshold runs (default: one per core).
+        #[arg(long, default_value_t = 0)]
+        jobs: usize,
     },
 }
 
@@ -200,12 +218,35 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             scenario,
             out,
             jobs,
-        } => gen_data(&scenario, &out, jobs),
+            kind,
+        } => gen_data(&scenario, &out, jobs, &kind),
+        Command::Train {
+            policy,
+            data,
+            out,
+            scenario,
+            trees,
+            max_depth,
+            jobs,
+            ..
+        } if policy == "lptcp" => {
+            let [data] = data.as_slice() else {
+                return fail(2, "train lptcp: one data directory");
+            };
+            let opts = lptcp::TrainOptions {
+                trees: trees.max(1),
+                max_depth: max_depth.max(1),
+                jobs,
+                ..lptcp::TrainOptions::default()
+            };
+            train_lptcp(data, &out, scenario, opts)
+        }
         Command::Train {
             policy,
             data,
             out,
             per_mode,
+            ..
         } => match training::train(&policy, &data, &out, per_mode) {
             Ok(summary) => {
                 println!("{summary}; written to {}", out.display());
@@ -228,12 +269,17 @@ fn report_cmd(dirs: &[PathBuf], out: Option<PathBuf>) -> ExitCode {
     }
 }
 
-/// `gen-data SCENARIO`: the selectors' training data.
-fn gen_data(scenario: &str, out: &Path, jobs: usize) -> ExitCode {
-    let scenario = match load_scenario(scenario) {
+/// `gen-data`: the selectors' samples, or LP-TCP's with `--kind lptcp`.
+fn gen_data(name: &str, out: &Path, jobs: usize, kind: &str) -> ExitCode {
+    let scenario = match load_scenario(name) {
         Ok(s) => s,
         Err(e) => return fail(2, &e),
     };
+    match kind {
+        "selector" => {}
+        "lptcp" => return gen_data_lptcp(&scenario, name, out, jobs),
+        other => return fail(2, &format!("unknown --kind `{other}` (selector, lptcp)")),
+    }
     match training::gen_data(&scenario, out, jobs) {
         Ok(g) => {
             println!(
@@ -246,6 +292,57 @@ fn gen_data(scenario: &str, out: &Path, jobs: usize) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(1, &e),
+    }
+}
+
+/// `gen-data --kind lptcp`.
+fn gen_data_lptcp(scenario: &Scenario, name: &str, out: &Path, jobs: usize) -> ExitCode {
+    match lptcp::gen_data(scenario, name, out, jobs) {
+        Ok((rows, lost)) => {
+            println!(
+                "{rows} LP-TCP samples ({lost} lost) in {}",
+                out.join(lptcp::SAMPLES_FILE).display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, &e),
+    }
+}
+
+/// `train lptcp`: the scenario is `--scenario`, else the one `gen-data` names in `data`.
+fn train_lptcp(
+    data: &Path,
+    out: &Path,
+    scenario: Option<String>,
+    opts: lptcp::TrainOptions,
+) -> ExitCode {
+    let name = if let Some(s) = scenario {
+        s
+    } else {
+        let meta = data.join(lptcp::SCENARIO_FILE);
+        match std::fs::read_to_string(&meta) {
+            Ok(s) => s.trim().to_string(),
+            Err(e) => {
+                return fail(
+                    2,
+                    &format!(
+                        "{}: {e} (or name the scenario with --scenario)",
+                        meta.display()
+                    ),
+                );
+            }
+        }
+    };
+    let scenario = match load_scenario(&name) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e),
+    };
+    match lptcp::train(data, out, &scenario, &name, opts) {
+        Ok(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(2, &e),
     }
 }
 

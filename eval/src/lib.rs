@@ -14,6 +14,7 @@ pub mod builtin;
 pub mod cli;
 pub mod demo;
 pub mod iw_web;
+pub mod lptcp;
 pub mod outdir;
 pub mod ray;
 pub mod report;

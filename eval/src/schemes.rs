@@ -49,13 +49,18 @@ pub fn available() -> Vec<&'static str> {
 }
 
 /// The schemes a scenario without a `schemes` list runs: every available one except the
-/// training-data generator `selector-explore`, and the learned selectors only when their
-/// models load.
+/// training-data generator `selector-explore`, and the learned selectors and algorithms
+/// (LP-TCP) only when their models load.
 pub fn defaults() -> Vec<&'static str> {
     available()
         .into_iter()
         .filter(|s| *s != selectors::EXPLORE)
         .filter(|s| selectors::unavailable(s).is_none())
+        .filter(|s| {
+            registry::global()
+                .get(s)
+                .is_none_or(|e| e.config.ready().is_ok())
+        })
         .collect()
 }
 

@@ -228,7 +228,7 @@ pub fn train(
         OBJECTIVE_OUTCOME => ("outcome.csv", &[Mode::Default]),
         other => {
             return Err(format!(
-                "unknown policy `{other}` (trainable: antelope, outcome)"
+                "unknown policy `{other}` (trainable: antelope, outcome, lptcp)"
             ));
         }
     };

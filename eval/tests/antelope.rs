@@ -26,6 +26,12 @@ count = 1
 fn eval(args: &[&str], models: Option<&Path>) -> std::process::Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ccp-eval"));
     c.args(args);
+    // LP-TCP is a candidate: its test forest, whatever `make models` made (or did not).
+    c.env(
+        "CCP_LPTCP_MODEL",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../algorithms/tests/fixtures/lptcp-forest.json"),
+    );
     if let Some(m) = models {
         c.env("CCP_ANTELOPE_MODELS", m);
     }

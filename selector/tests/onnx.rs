@@ -80,10 +80,11 @@ fn load() -> Option<(Arc<OnnxModel>, Vec<&'static str>)> {
 fn example_model_loads_and_matches_its_sidecar() {
     let Some((model, names)) = load() else { return };
     assert_eq!(model.sidecar().candidates, names);
-    assert_eq!(names.len(), 9);
+    // Every algorithm of the suite is a candidate (the nine and the learned LP-TCP, RL-TCP).
+    assert_eq!(names.len(), ccp_algorithms::suite().len());
     assert_eq!(
         model.input_len(),
-        model.sidecar().window * (ccp_selector::onnx::FEATURES.len() + 9)
+        model.sidecar().window * (ccp_selector::onnx::FEATURES.len() + names.len())
     );
 }
 
@@ -222,7 +223,7 @@ fn wrong_candidates_are_a_mismatch_naming_both() {
 #[test]
 fn wrong_input_length_is_an_error() {
     let Some((model, _)) = load() else { return };
-    let mut scores = [0.0; 9];
+    let mut scores = [0.0; 11];
     let err = model.scores(&[0.0; 3], &mut scores).unwrap_err();
     assert!(
         matches!(err, OnnxError::InputLength { found: 3, .. }),

@@ -35,8 +35,8 @@ use ccp_datapath::sim::rng::Rng;
 #[cfg(feature = "kernel")]
 pub mod kernel;
 
-const MSS_BYTES: u32 = 1448;
-const INIT_CWND_PKTS: u32 = 10;
+pub(crate) const MSS_BYTES: u32 = 1448;
+pub(crate) const INIT_CWND_PKTS: u32 = 10;
 /// Throughput floor used in the reward so a starved flow has a finite (very low) reward.
 const MIN_TPUT_MBPS: f64 = 1e-3;
 
@@ -77,7 +77,7 @@ pub enum RunError {
     /// A scheme name nobody knows.
     #[error("unknown scheme `{0}` (see `ccp-eval list`)")]
     UnknownScheme(String),
-    /// A learned selector without usable models.
+    /// A learned selector or algorithm without usable models.
     #[error("{0}: {1}")]
     Models(String, String),
     /// `--datapath kernel` in a build without the `kernel` feature.
@@ -140,6 +140,13 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
             return Err(RunError::UnknownScheme(s.clone()));
         }
         if let Some(e) = selectors::unavailable(s) {
+            return Err(RunError::Models(s.clone(), e));
+        }
+        // An algorithm that cannot run as meant (a learned model missing) says so up front.
+        if let Some(Err(e)) = ccp_algorithms::registry::global()
+            .get(s)
+            .map(|entry| entry.config.ready())
+        {
             return Err(RunError::Models(s.clone(), e));
         }
     }
