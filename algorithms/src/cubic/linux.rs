@@ -131,7 +131,9 @@ impl LinuxCubic {
         let span = now_us - from;
         let delay_min_us = w.rtt.min_rtt_us();
         for i in 0..steps {
-            let t_us = from + span * (i + 1) / steps;
+            let t_us = from
+                + u64::try_from(u128::from(span) * u128::from(i + 1) / u128::from(steps))
+                    .unwrap_or(span);
             let a = u32::try_from(base + u64::from(i < extra)).unwrap_or(u32::MAX);
             self.update(cfg, cwnd, a, t_us, delay_min_us);
             cwnd = self.cong_avoid_ai(cwnd, a);
@@ -170,7 +172,10 @@ impl LinuxCubic {
                 now_us
             }
         };
-        let t_s = (now_us.saturating_sub(epoch_start) + delay_min_us) as f64 / 1e6;
+        let t_s = now_us
+            .saturating_sub(epoch_start)
+            .saturating_add(delay_min_us) as f64
+            / 1e6;
         let offs = (t_s - self.k_s).abs();
         let delta = (cfg.c * offs.powi(3)).floor().min(f64::from(u32::MAX)) as u32;
         let target = if t_s < self.k_s {

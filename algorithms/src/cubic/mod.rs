@@ -294,6 +294,11 @@ impl WindowRule for CubicRule {
         self.epoch = None;
         self.linux = LinuxCubic::default();
         self.linux.last_report_us = h.now_us;
+        if !h.in_first_slow_start {
+            // The convex region from the handed-over window, as the RFC variant does (Linux's
+            // `W_max = 0` would hold growth at 5 % per RTT until the next loss).
+            self.linux.last_max_cwnd = w.cwnd.floor().min(f64::from(u32::MAX)) as u32;
+        }
     }
 
     fn on_ack_in_avoidance(&mut self, w: &mut WindowState<Segments>, acked: f64, now_us: u64) {
