@@ -15,7 +15,9 @@ use ccp_algorithms::{
     ProgramSpec,
 };
 use ccp_datapath::runtime::DatapathConfig;
-use ccp_datapath::sim::{FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, Simulation};
+use ccp_datapath::sim::{
+    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, Simulation,
+};
 
 /// Copa with a report counter.
 #[derive(Clone)]

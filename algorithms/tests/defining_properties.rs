@@ -71,10 +71,6 @@ impl Cell {
         ((self.bdp_pkts() * self.buffer_bdp).max(2.0) * FRAME_BYTES) as u64
     }
 
-    /// Time a full buffer takes to drain, ms.
-    fn buffer_ms(&self) -> f64 {
-        self.buffer_bytes() as f64 * 8.0 / self.bps() as f64 * 1e3
-    }
 
     fn label(&self) -> String {
         let loss = if self.loss > 0.0 {
@@ -93,11 +89,10 @@ impl Cell {
 #[derive(Debug, Clone)]
 struct Steady {
     cell: Cell,
+    /// Link utilization, frames on the wire (1.0: the link is busy all the time).
     utilization: f64,
     /// Mean standing queue, packets (queueing delay x link rate, own transmission excluded).
     mean_queue_pkts: f64,
-    /// 99th percentile of the queueing delay, ms.
-    p99_queue_ms: f64,
     /// Mean RTT over min RTT.
     rtt_ratio: f64,
     /// Drops at the bottleneck in the second half, and packets sent then.
@@ -165,14 +160,12 @@ fn steady<C: AlgorithmConfig + Send + Clone>(config: C, cell: Cell, secs: u64) -
             .map_or(0, |s| s.delivered_bytes)
     };
     let delivered = at(secs * 1_000 * MS).saturating_sub(at(mid_ns));
-    let utilization =
-        delivered as f64 * 8.0 * (FRAME_BYTES / f64::from(MSS)) / (secs as f64 / 2.0) / cell.bps() as f64;
+    let utilization = delivered as f64 * 8.0 * (FRAME_BYTES / f64::from(MSS))
+        / (secs as f64 / 2.0)
+        / cell.bps() as f64;
     let q = &f.queue_delay_samples_us[f.queue_delay_samples_us.len() / 2..];
     let pkt_us = FRAME_BYTES * 8.0 / cell.bps() as f64 * 1e6;
     let mean_q_us = q.iter().map(|&x| f64::from(x)).sum::<f64>() / q.len().max(1) as f64;
-    let mut sorted = q.to_vec();
-    sorted.sort_unstable();
-    let p99 = sorted.get(sorted.len() * 99 / 100).copied().unwrap_or(0);
     let rtts = &f.rtt_samples_us[f.rtt_samples_us.len() / 2..];
     let mean_rtt = rtts.iter().map(|&x| f64::from(x)).sum::<f64>() / rtts.len().max(1) as f64;
     let bdp_bytes = cell.bdp_pkts() * f64::from(MSS);
@@ -199,7 +192,6 @@ fn steady<C: AlgorithmConfig + Send + Clone>(config: C, cell: Cell, secs: u64) -
         cell,
         utilization,
         mean_queue_pkts: (mean_q_us / pkt_us - 1.0).max(0.0),
-        p99_queue_ms: f64::from(p99) / 1e3,
         rtt_ratio: mean_rtt / (f.min_rtt_ns as f64 / 1e3).max(1.0),
         drops: f.packets_dropped.saturating_sub(half.packets_dropped),
         sent: f.packets_sent.saturating_sub(half.packets_sent),
@@ -463,7 +455,10 @@ fn every_algorithm_shows_its_defining_property_on_a_small_grid() {
         &steady(IllinoisConfig::default(), random, 20),
         &steady(IllinoisConfig::default(), overflow, 20),
     );
-    println!("illinois  {:32} {v:?}", "40 Mbit/s, 40 ms: 1 % loss / 1 BDP");
+    println!(
+        "illinois  {:32} {v:?}",
+        "40 Mbit/s, 40 ms: 1 % loss / 1 BDP"
+    );
     if let Err(why) = v {
         failures.push(format!("illinois: {why}"));
     }

@@ -156,22 +156,19 @@ impl LinuxCubic {
         }
         self.last_cwnd = cwnd;
         self.last_time_us = now_us;
-        let epoch_start = match self.epoch_start_us {
-            Some(t) => t,
-            None => {
-                self.epoch_start_us = Some(now_us);
-                self.ack_cnt = acked;
-                self.tcp_cwnd = cwnd;
-                if self.last_max_cwnd <= cwnd {
-                    self.k_s = 0.0;
-                    self.origin_point = cwnd;
-                } else {
-                    self.k_s = (f64::from(self.last_max_cwnd - cwnd) / cfg.c).cbrt();
-                    self.origin_point = self.last_max_cwnd;
-                }
-                now_us
+        if self.epoch_start_us.is_none() {
+            self.epoch_start_us = Some(now_us);
+            self.ack_cnt = acked;
+            self.tcp_cwnd = cwnd;
+            if self.last_max_cwnd <= cwnd {
+                self.k_s = 0.0;
+                self.origin_point = cwnd;
+            } else {
+                self.k_s = (f64::from(self.last_max_cwnd - cwnd) / cfg.c).cbrt();
+                self.origin_point = self.last_max_cwnd;
             }
-        };
+        }
+        let epoch_start = self.epoch_start_us.unwrap_or(now_us);
         let t_s = now_us
             .saturating_sub(epoch_start)
             .saturating_add(delay_min_us) as f64
