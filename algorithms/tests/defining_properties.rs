@@ -71,7 +71,6 @@ impl Cell {
         ((self.bdp_pkts() * self.buffer_bdp).max(2.0) * FRAME_BYTES) as u64
     }
 
-
     fn label(&self) -> String {
         let loss = if self.loss > 0.0 {
             format!(", {} % loss", self.loss * 100.0)
