@@ -17,16 +17,19 @@
 //! - pacing at `2 cwnd / RTTstanding` (§2.1);
 //! - mode switching (§2.2): the queue counts as nearly empty in an RTT whose `RTTstanding`
 //!   is below `RTTmin + 0.1 (RTTmax - RTTmin)`, `RTTmax` over the last 4 RTTs (here: or
-//!   within two packets' transmission time, `2 RTTstanding / cwnd`, of `RTTmin`; see below). If it was nearly
-//!   empty at least once in the last 5 RTTs, Copa runs in default mode with `delta = 0.5`;
+//!   within two packets' transmission time, `2 RTTstanding / cwnd`, of `RTTmin`; see below).
+//!   If it was nearly empty at least once in the last 5 RTTs, Copa runs in default mode with
+//!   `delta = 0.5`;
 //!   otherwise (a buffer-filling competitor keeps the queue up) in competitive mode, where
 //!   `1/delta` follows AIMD: +1 per RTT, halved on a loss, never below `1/0.5 = 2`.
 //!
 //! Defaults ([`CopaConfig`]): `delta = 0.5`, competitive mode on, `RTTmin` window 10 s,
 //! reports every half RTT ([`PER_HALF_RTT`]).
 //!
-//! Simplified: the agent sees a report every half RTT (and at once on a loss), not each ACK, so
-//! - the per-ACK rule is applied once per report with the report's acknowledged packets `n`:
+//! Simplified: the agent sees a report every half RTT, not each ACK (a loss waits for the next
+//! report), so
+//! - the per-ACK rule is applied once per report with the report's acknowledged packets `n`,
+//!   selectively acknowledged ones included (an ACK that fills a hole counts its bytes again):
 //!   `cwnd += +-(n v / (delta cwnd))`, bounded to half the window per report so one report
 //!   cannot collapse the window;
 //! - `RTTstanding` is the smallest RTT over the report interval, half an RTT: the paper's
@@ -37,7 +40,7 @@
 //!   the queue's last packet leave, a queue of up to two packets also counts as nearly empty
 //!   (without this a lone Copa flow drifts into competitive mode and its queue grows);
 //! - the velocity update runs on the first report at least one RTT after the previous one, so
-//!   reports in between (half-RTT and loss reports) never reset or double it; `v` is bounded
+//!   reports in between never reset or double it; `v` is bounded
 //!   so that one RTT moves the window by at most [`MAX_MOVE_PER_RTT`] of it (not in the
 //!   paper: the delay signal comes back a report interval and an RTT late, and a velocity that
 //!   doubled for many RTTs overshoots by `v / delta` per RTT of lag);
