@@ -8,31 +8,42 @@
 //!   packets/s (§2, eq. 1); current rate `lambda = cwnd / RTTstanding`;
 //! - if `lambda <= lambda_t`, `cwnd += v / (delta cwnd)` per ACK, else
 //!   `cwnd -= v / (delta cwnd)` (§2.1 step 3);
-//! - velocity `v` (§2.1): once per RTT the direction of the window's change is compared with
-//!   the previous RTT's; after 3 RTTs in the same direction `v` doubles every RTT, and it
-//!   restarts at 1 when the direction flips;
+//! - velocity `v` (§2.1): once per RTT the window is compared with the window one RTT before;
+//!   after 3 RTTs moving in the same direction `v` doubles every RTT, and it restarts at 1
+//!   when the direction flips. As in Copa's reference implementation (mvfst
+//!   `Copa::changeDirection`), a report whose decision goes against `v`'s direction while
+//!   `v > 1` resets `v` to 1 at once;
 //! - slow start (§2.1): the window doubles every RTT until `lambda > lambda_t`;
 //! - pacing at `2 cwnd / RTTstanding` (§2.1);
 //! - mode switching (§2.2): the queue counts as nearly empty in an RTT whose `RTTstanding`
 //!   is below `RTTmin + 0.1 (RTTmax - RTTmin)`, `RTTmax` over the last 4 RTTs (here: or
-//!   within two packets' transmission time, `2 RTTstanding / cwnd`, of `RTTmin`; see below). If it was nearly
-//!   empty at least once in the last 5 RTTs, Copa runs in default mode with `delta = 0.5`;
+//!   within two packets' transmission time, `2 RTTstanding / cwnd`, of `RTTmin`; see below).
+//!   If it was nearly empty at least once in the last 5 RTTs, Copa runs in default mode with
+//!   `delta = 0.5`;
 //!   otherwise (a buffer-filling competitor keeps the queue up) in competitive mode, where
 //!   `1/delta` follows AIMD: +1 per RTT, halved on a loss, never below `1/0.5 = 2`.
 //!
-//! Defaults ([`CopaConfig`]): `delta = 0.5`, competitive mode on, `RTTmin` window 10 s.
+//! Defaults ([`CopaConfig`]): `delta = 0.5`, competitive mode on, `RTTmin` window 10 s,
+//! reports every half RTT ([`PER_HALF_RTT`]).
 //!
-//! Simplified: the agent sees one report per RTT ([`PER_RTT_URGENT`]), not each ACK, so
-//! - the per-ACK rule is applied once per report with the report's acknowledged packets `n`:
+//! Simplified: the agent sees a report every half RTT, not each ACK (a loss waits for the next
+//! report), so
+//! - the per-ACK rule is applied once per report with the report's acknowledged packets `n`,
+//!   selectively acknowledged ones included (an ACK that fills a hole counts its bytes again):
 //!   `cwnd += +-(n v / (delta cwnd))`, bounded to half the window per report so one report
 //!   cannot collapse the window;
-//! - `RTTstanding` is the smallest RTT over the report interval (about one RTT, not `srtt/2`),
-//!   which can read the queue slightly lower than the paper's estimate; `RTTmax` is the
-//!   largest latest-RTT sample of the last 4 reports; since a per-report minimum rarely sees
+//! - `RTTstanding` is the smallest RTT over the report interval, half an RTT: the paper's
+//!   `srtt / 2` window (with once-per-RTT reports, [`CopaConfig::half_rtt_reports`] off, it is
+//!   the minimum over a whole RTT and the decision lags by an RTT: Copa then filled a 1-BDP
+//!   buffer and lost 9 % of its packets at 10 Mbit/s x 40 ms); `RTTmax` is the largest
+//!   latest-RTT sample of the reports of the last 4 RTTs; since a per-report minimum rarely sees
 //!   the queue's last packet leave, a queue of up to two packets also counts as nearly empty
 //!   (without this a lone Copa flow drifts into competitive mode and its queue grows);
-//! - the direction and velocity updates happen once per report (about once per RTT, as in
-//!   the paper);
+//! - the velocity update runs on the first report at least one RTT after the previous one, so
+//!   reports in between never reset or double it; `v` is bounded
+//!   so that one RTT moves the window by at most [`MAX_MOVE_PER_RTT`] of it (not in the
+//!   paper: the delay signal comes back a report interval and an RTT late, and a velocity that
+//!   doubled for many RTTs overshoots by `v / delta` per RTT of lag);
 //! - losses do not reduce the window in default mode (the paper's Copa is delay-based); a
 //!   timeout drops it to 2 packets and restarts slow start with `v = 1`.
 //!
@@ -43,7 +54,7 @@
 use std::collections::VecDeque;
 
 use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
-use crate::programs::{PER_RTT_URGENT, ProgramSpec};
+use crate::programs::{PER_HALF_RTT, PER_RTT_URGENT, ProgramSpec};
 use crate::rtt::RttEstimator;
 
 /// §2.1: the default `delta`.
@@ -56,11 +67,22 @@ pub const VELOCITY_RTTS: u32 = 3;
 pub const EMPTY_QUEUE_RTTS: usize = 5;
 /// §2.2: "nearly empty" is below this share of the recent maximum queueing delay.
 pub const NEARLY_EMPTY: f64 = 0.1;
+/// Largest share of the window the velocity rule may move it by in one RTT (`v / delta <=
+/// cwnd / 8`). The delay signal reaches the agent about one RTT after the window changed, so a
+/// velocity that doubled for many RTTs overshoots by `v / delta` per RTT of lag; above this
+/// bound Copa oscillates by hundreds of packets at 100 Mbit/s x 100 ms (utilization 0.70
+/// instead of 0.92 with `cwnd / 2`). Not in the paper.
+pub const MAX_MOVE_PER_RTT: f64 = 1.0 / 8.0;
 /// The suite's smallest window, packets.
 pub const MIN_CWND_PKTS: f64 = 2.0;
 
-/// Programs Copa installs: urgent reports let competitive mode halve `1/delta` on a loss.
-static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
+/// Programs Copa installs: reports every half RTT make the report's minimum RTT the paper's
+/// `RTTstanding`. Losses wait for the next report (at most half an RTT): only competitive mode
+/// reacts to them, and an urgent report per lossy ACK cost up to 1,400 reports/s behind a full
+/// 100 Mbit/s buffer.
+static PROGRAMS: [&ProgramSpec; 1] = [&PER_HALF_RTT];
+/// Programs of the once-per-RTT variant ([`CopaConfig::half_rtt_reports`] off).
+static PROGRAMS_PER_RTT: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
 
 /// Copa's configuration and factory.
 #[derive(Debug, Clone, Copy)]
@@ -71,6 +93,9 @@ pub struct CopaConfig {
     pub competitive: bool,
     /// `RTTmin` window, µs (10 s recommended).
     pub min_rtt_window_us: u64,
+    /// Report every half RTT (recommended: the report's minimum RTT is then the paper's
+    /// `RTTstanding`, the minimum over `srtt / 2`); off: once per RTT, half the reports.
+    pub half_rtt_reports: bool,
 }
 
 impl Default for CopaConfig {
@@ -79,6 +104,7 @@ impl Default for CopaConfig {
             delta: DELTA,
             competitive: true,
             min_rtt_window_us: MIN_RTT_WINDOW_US,
+            half_rtt_reports: true,
         }
     }
 }
@@ -98,6 +124,21 @@ impl CopaConfig {
         self
     }
 
+    /// Reports every half RTT (on, recommended) or once per RTT.
+    #[must_use]
+    pub fn half_rtt_reports(mut self, on: bool) -> Self {
+        self.half_rtt_reports = on;
+        self
+    }
+
+    fn program(&self) -> &'static ProgramSpec {
+        if self.half_rtt_reports {
+            &PER_HALF_RTT
+        } else {
+            &PER_RTT_URGENT
+        }
+    }
+
     fn sanitized(self) -> Self {
         Self {
             delta: if self.delta.is_finite() && self.delta > 0.0 && self.delta <= 1.0 {
@@ -115,7 +156,11 @@ impl AlgorithmConfig for CopaConfig {
     const NAME: &'static str = "copa";
 
     fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
+        if self.half_rtt_reports {
+            &PROGRAMS
+        } else {
+            &PROGRAMS_PER_RTT
+        }
     }
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
@@ -176,9 +221,9 @@ impl Default for Velocity {
 }
 
 impl Velocity {
-    /// One RTT in which the window moved in `direction`: after [`VELOCITY_RTTS`] RTTs in the
-    /// same direction `v` doubles each RTT; a change of direction resets it to 1. `v` stays
-    /// at most `max_v`.
+    /// One RTT in which the window moved in `direction`: once [`VELOCITY_RTTS`] RTTs have
+    /// followed a change in the same direction, `v` doubles each RTT; a change of direction
+    /// resets it to 1. `v` stays at most `max_v`.
     pub fn on_rtt(&mut self, direction: i8, max_v: f64) {
         if direction != 0 && direction == self.direction {
             self.same += 1;
@@ -189,7 +234,7 @@ impl Velocity {
             *self = Self {
                 v: 1.0,
                 direction,
-                same: 1,
+                same: 0,
             };
         }
         self.v = self.v.min(max_v.max(1.0));
@@ -237,8 +282,10 @@ pub struct Copa {
     velocity: Velocity,
     mode: Mode,
     rtt_min: MinWindow,
-    /// Per report: (`RTTstanding`, latest RTT), µs, newest last, at most 5.
-    history: VecDeque<(u64, u64)>,
+    /// Per report: (time, `RTTstanding`, latest RTT), µs, newest last, the last 5 RTTs.
+    history: VecDeque<(u64, u64, u64)>,
+    /// The last velocity update: (time µs, window then), once per RTT (§2.1).
+    velocity_stamp: Option<(u64, f64)>,
     /// `RTTstanding` of the latest report, µs.
     standing_us: u64,
     /// Window bounds until this time after a handoff: (until µs, low, high packets).
@@ -262,6 +309,7 @@ impl Copa {
             mode: Mode::Default,
             rtt_min: MinWindow::default(),
             history: VecDeque::new(),
+            velocity_stamp: None,
             standing_us: 0,
             handoff_clamp: None,
             reports_since_handoff: 0,
@@ -324,6 +372,7 @@ impl Copa {
         self.rtt_min
             .update(h.now_us, h.min_rtt_us, self.cfg.min_rtt_window_us);
         self.history.clear();
+        self.velocity_stamp = None;
         self.standing_us = h.srtt_us;
         self.rtt = RttEstimator::from_handoff(h.srtt_us, h.min_rtt_us);
         self.last_loss_us = h.last_loss_us;
@@ -360,20 +409,27 @@ impl Copa {
 
     /// Mode switching for one report (§2.2).
     fn update_mode(&mut self, standing_us: u64, latest_us: u64, rtt_min_us: u64, loss: bool) {
+        let now = self.now_us;
+        let rtt = self.rtt.srtt_us().max(standing_us).max(1);
         self.history
-            .push_back((standing_us, latest_us.max(standing_us)));
-        while self.history.len() > EMPTY_QUEUE_RTTS {
+            .push_back((now, standing_us, latest_us.max(standing_us)));
+        let span = rtt.saturating_mul(EMPTY_QUEUE_RTTS as u64);
+        while self
+            .history
+            .front()
+            .is_some_and(|&(t, _, _)| t.saturating_add(span) <= now)
+        {
             self.history.pop_front();
         }
         if !self.cfg.competitive {
             return;
         }
+        let recent = now.saturating_sub(rtt.saturating_mul(4));
         let rtt_max = self
             .history
             .iter()
-            .rev()
-            .take(4)
-            .map(|&(_, l)| l)
+            .filter(|&&(t, _, _)| t >= recent)
+            .map(|&(_, _, l)| l)
             .max()
             .unwrap_or(0);
         // Two packets' worth of queue (at the current rate, `RTTstanding / cwnd` each) also
@@ -381,8 +437,12 @@ impl Copa {
         let two_packets_us = 2.0 * standing_us as f64 / self.cwnd.max(MIN_CWND_PKTS);
         let threshold = rtt_min_us as f64
             + (NEARLY_EMPTY * rtt_max.saturating_sub(rtt_min_us) as f64).max(two_packets_us);
-        let emptied = self.history.iter().any(|&(s, _)| s as f64 <= threshold);
-        let full_history = self.history.len() >= EMPTY_QUEUE_RTTS;
+        let emptied = self.history.iter().any(|&(_, s, _)| s as f64 <= threshold);
+        // The history covers (nearly) 5 RTTs: its oldest report is at least 4 RTTs old.
+        let full_history = self
+            .history
+            .front()
+            .is_some_and(|&(t, _, _)| t.saturating_add(rtt.saturating_mul(4)) <= now);
         self.mode = match self.mode {
             _ if emptied || !full_history => Mode::Default,
             Mode::Default => Mode::Competitive {
@@ -408,7 +468,25 @@ impl Copa {
         self.cwnd = MIN_CWND_PKTS;
         self.slow_start = true;
         self.velocity = Velocity::default();
+        self.velocity_stamp = None;
         self.handoff_clamp = None;
+    }
+
+    /// The velocity rule (§2.1), once per RTT: the direction is the sign of the window's change
+    /// since the last update. Reports in between (half-RTT and loss reports) leave it alone.
+    fn update_velocity(&mut self) {
+        let rtt = self.rtt.srtt_us().max(self.standing_us);
+        match self.velocity_stamp {
+            None => self.velocity_stamp = Some((self.now_us, self.cwnd)),
+            Some((t, w)) if self.now_us >= t.saturating_add(rtt) => {
+                let direction = if self.cwnd > w { 1 } else { -1 };
+                // Bound v so one RTT moves the window by at most `MAX_MOVE_PER_RTT` of it.
+                self.velocity
+                    .on_rtt(direction, self.delta() * self.cwnd * MAX_MOVE_PER_RTT);
+                self.velocity_stamp = Some((self.now_us, self.cwnd));
+            }
+            Some(_) => {}
+        }
     }
 }
 
@@ -418,14 +496,14 @@ impl Algorithm for Copa {
     }
 
     fn programs(&self) -> &'static [&'static ProgramSpec] {
-        &PROGRAMS
+        self.cfg.programs()
     }
 
     fn activate(&mut self, handoff: &Handoff) -> Control {
         self.adopt(handoff);
         Control::cwnd(self.cwnd_bytes_u32())
             .with_pacing(self.pacing())
-            .with_program(&PER_RTT_URGENT)
+            .with_program(self.cfg.program())
     }
 
     fn on_report(&mut self, m: &Measurement) -> Control {
@@ -452,8 +530,12 @@ impl Algorithm for Copa {
             let d_q_s = standing.saturating_sub(rtt_min) as f64 / 1e6;
             let target = target_rate_pkts_per_sec(self.delta(), d_q_s);
             let rate = self.cwnd / (standing as f64 / 1e6);
-            let acked_pkts = m.acked_bytes as f64 / f64::from(self.mss_bytes);
-            let before = self.cwnd;
+            // Every ACK counts, selective ones included: during a recovery the cumulative ACK
+            // stalls for an RTT or more, and counting it alone froze the window at the size that
+            // overflowed the buffer (20 % loss at 100 Mbit/s x 100 ms, 1 BDP). An ACK that
+            // fills a hole counts its bytes again (at most once more per packet).
+            let acked_pkts = m.acked_bytes.saturating_add(m.sacked_bytes) as f64
+                / f64::from(self.mss_bytes);
             if self.slow_start {
                 if rate <= target {
                     // §2.1: double per RTT while below the target rate.
@@ -464,24 +546,28 @@ impl Algorithm for Copa {
                 }
             }
             if !self.slow_start {
+                let up = rate <= target;
+                // A sudden change of direction while v is still large (built up in the other
+                // direction) resets v to 1 at once (Copa's reference implementation, mvfst
+                // `Copa::changeDirection`), rather than at the next per-RTT update.
+                let direction = if up { 1 } else { -1 };
+                if self.velocity.direction != direction && self.velocity.v > 1.0 {
+                    self.velocity = Velocity {
+                        v: 1.0,
+                        direction,
+                        same: 0,
+                    };
+                    self.velocity_stamp = Some((self.now_us, self.cwnd));
+                }
                 let step = window_step(
                     self.cwnd,
                     acked_pkts,
                     self.velocity.v,
                     self.delta(),
-                    rate <= target,
+                    up,
                 );
                 self.cwnd = self.clamp(self.cwnd + step);
-                let direction = if self.cwnd > before {
-                    1
-                } else if self.cwnd < before {
-                    -1
-                } else {
-                    0
-                };
-                // Bound v so one RTT moves the window by at most half of it.
-                self.velocity
-                    .on_rtt(direction, self.delta() * self.cwnd / 2.0);
+                self.update_velocity();
             }
         }
         self.reports_since_handoff = self.reports_since_handoff.saturating_add(1);
@@ -596,8 +682,10 @@ mod tests {
     #[test]
     fn velocity_doubles_after_three_rtts_in_one_direction_and_resets_on_a_flip() {
         // §2.1.
+        // The RTT of a change counts 0; the third RTT in the same direction after it doubles v
+        // (as Copa's reference implementation, mvfst, counts).
         let mut v = Velocity::default();
-        for expected in [1.0, 1.0, 2.0, 4.0, 8.0] {
+        for expected in [1.0, 1.0, 1.0, 2.0, 4.0, 8.0] {
             v.on_rtt(1, 1e9);
             assert!((v.v - expected).abs() < 1e-12, "{v:?}");
         }
@@ -703,6 +791,55 @@ mod tests {
         assert!(!c.slow_start);
         c.on_report(&report(1_060_000, 50, 50_000));
         assert!(c.cwnd_pkts() <= 100.0 && c.cwnd_pkts() >= 25.0);
+    }
+
+    #[test]
+    fn reports_within_one_rtt_leave_the_velocity_alone() {
+        // Before this fix, every report updated v: a loss report with nothing acknowledged
+        // (no window change) reset v to 1, so behind a full buffer v never grew and a window
+        // twice the path's took seconds to come down.
+        let mut c = copa();
+        c.slow_start = false;
+        c.cwnd = 100.0;
+        // RTTmin 50 ms; then a standing queue of 30 ms: the window must come down.
+        c.on_report(&report(1, 1, 50_000));
+        let mut t = 0;
+        for _ in 0..12 {
+            t += 50_000;
+            c.on_report(&report(t, 50, 80_000));
+            c.on_report(&Measurement {
+                lost_pkts: 1,
+                ..report(t + 1, 0, 80_000)
+            });
+        }
+        assert!(c.velocity.v >= 2.0, "{:?}", c.velocity);
+        assert_eq!(c.velocity.direction, -1);
+    }
+
+    #[test]
+    fn a_decision_against_a_large_velocity_resets_it_at_once() {
+        // mvfst Copa::changeDirection: v built up going down does not carry into going up.
+        let mut c = copa();
+        c.slow_start = false;
+        c.cwnd = 100.0;
+        c.velocity = Velocity {
+            v: 8.0,
+            direction: -1,
+            same: 5,
+        };
+        c.on_report(&report(50_000, 50, 50_000));
+        assert!((c.velocity.v - 1.0).abs() < 1e-12);
+        assert_eq!(c.velocity.direction, 1);
+        assert!((c.cwnd_pkts() - 101.0).abs() < 1e-9, "+ n v / (delta cwnd) with v = 1");
+    }
+
+    #[test]
+    fn the_velocity_moves_the_window_by_at_most_an_eighth_per_rtt() {
+        let mut v = Velocity::default();
+        for _ in 0..20 {
+            v.on_rtt(1, 0.5 * 100.0 * MAX_MOVE_PER_RTT);
+        }
+        assert!((v.v / 0.5 - 100.0 / 8.0).abs() < 1e-9, "{v:?}");
     }
 
     #[test]

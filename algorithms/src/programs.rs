@@ -12,8 +12,11 @@
 //!   rates, inflight and the window; report once per RTT.
 //! - [`PER_RTT_URGENT`]: the same, and report at once on a loss or a timeout (what loss-based
 //!   algorithms need to react within one ACK).
+//! - [`PER_HALF_RTT`]: the same, reporting every half RTT (and not at once on a loss): the
+//!   report's minimum RTT is then the minimum over the last `RTT / 2`, Copa's `RTTstanding`,
+//!   and a per-ACK rule acts twice per RTT instead of once.
 //!
-//! Both share one report layout, so they share one decoder.
+//! All share one report layout, so they share one decoder.
 
 use std::collections::HashMap;
 
@@ -111,8 +114,18 @@ pub static PER_RTT_URGENT: ProgramSpec = ProgramSpec {
     ),
 };
 
+/// Report every half RTT; see the module doc.
+pub static PER_HALF_RTT: ProgramSpec = ProgramSpec {
+    name: "suite_half_rtt",
+    source: concat!(
+        report_def!(),
+        fold_every_ack!(),
+        "(when (> Micros (/ Report.rtt 2)) (report) (:= Micros 0))\n"
+    ),
+};
+
 /// Every program of the library.
-pub static ALL: [&ProgramSpec; 2] = [&PER_RTT, &PER_RTT_URGENT];
+pub static ALL: [&ProgramSpec; 3] = [&PER_RTT, &PER_RTT_URGENT, &PER_HALF_RTT];
 
 /// The library's side of a program: registration and the typed decoder.
 impl ProgramSpec {

@@ -58,8 +58,13 @@ impl MaxFilter {
     }
 }
 
-/// BBR's `RTprop`: the minimum RTT, replaced by the next sample once it is older than the
-/// window (draft §4.1.2, `RTpropFilterLen = 10 s`); its expiry is what triggers `ProbeRTT`.
+/// BBR's `RTprop`: the minimum RTT, replaced by a strictly lower sample or by the next sample
+/// once it is older than the window (draft §4.1.2, `RTpropFilterLen = 10 s`; Linux
+/// `bbr_update_min_rtt`); its expiry is what triggers `ProbeRTT`.
+///
+/// A sample equal to the minimum does not refresh it (Linux compares with `<`): on a path
+/// without jitter the exact minimum recurs every round, and refreshing on `<=` would keep the
+/// estimate young forever, so `ProbeRTT` would never run and the queue never drain.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MinRtt {
     /// Minimum RTT, µs (0: no sample yet).
@@ -74,11 +79,12 @@ impl MinRtt {
         now_us > self.stamp_us.saturating_add(window_us)
     }
 
-    /// `if rtt <= RTprop or expired: RTprop = rtt, stamp = now` (draft §4.1.2.3); returns
+    /// `if rtt < RTprop or expired: RTprop = rtt, stamp = now` (Linux `bbr_update_min_rtt`;
+    /// the draft's pseudocode writes `<=`, which never expires on a jitter-free path); returns
     /// whether the estimate had expired before the sample.
     pub fn update(&mut self, now_us: u64, sample_us: u64, window_us: u64) -> bool {
         let expired = self.expired(now_us, window_us);
-        if sample_us > 0 && (self.rtt_us == 0 || sample_us <= self.rtt_us || expired) {
+        if sample_us > 0 && (self.rtt_us == 0 || sample_us < self.rtt_us || expired) {
             self.rtt_us = sample_us;
             self.stamp_us = now_us;
         }
@@ -117,6 +123,12 @@ mod tests {
         assert_eq!(m.rtt_us, 50_000);
         assert!(!m.update(2_000_000, 45_000, 10_000_000));
         assert_eq!((m.rtt_us, m.stamp_us), (45_000, 2_000_000));
+        assert!(!m.update(11_000_000, 45_000, 10_000_000));
+        assert_eq!(
+            (m.rtt_us, m.stamp_us),
+            (45_000, 2_000_000),
+            "an equal sample does not refresh the estimate (Linux: `<`)"
+        );
         assert!(m.update(12_000_001, 70_000, 10_000_000), "expired");
         assert_eq!((m.rtt_us, m.stamp_us), (70_000, 12_000_001));
         assert!(!m.update(12_000_002, 0, 10_000_000), "no sample, no change");

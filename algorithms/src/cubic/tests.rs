@@ -1,4 +1,4 @@
-//! Unit tests of each RFC 9438 step.
+//! Unit tests of each RFC 9438 step (the RFC variant) and of Linux's arithmetic (the default).
 
 use super::*;
 use crate::api::{Measurement, Pacing};
@@ -7,7 +7,7 @@ const MSS: u32 = 1000;
 
 fn cubic() -> Cubic {
     Cubic::new(
-        CubicConfig::default(),
+        CubicConfig::default().variant(CubicVariant::Rfc9438),
         &FlowStart {
             sock_id: 1,
             mss_bytes: MSS,
@@ -84,7 +84,9 @@ fn fast_convergence_lowers_w_max_when_losses_come_earlier() {
     c.on_loss(5_000_000);
     assert!(close(c.w_max_segments(), 90.0 * 0.85, 1e-9));
     let mut no_fc = Cubic::new(
-        CubicConfig::default().fast_convergence(false),
+        CubicConfig::default()
+            .variant(CubicVariant::Rfc9438)
+            .fast_convergence(false),
         &FlowStart {
             sock_id: 1,
             mss_bytes: MSS,
@@ -227,4 +229,216 @@ fn adopting_a_handoff_outside_slow_start_does_not_restart_it() {
     let w = c.cwnd_segments();
     assert!((80.0..82.0).contains(&w), "grows slowly, not doubling: {w}");
     assert!(!c.handoff().in_first_slow_start);
+}
+
+fn linux() -> Cubic {
+    Cubic::new(
+        CubicConfig::default(),
+        &FlowStart {
+            sock_id: 1,
+            mss_bytes: MSS,
+            init_cwnd_bytes: 10 * MSS,
+            seed: 0,
+        },
+    )
+}
+
+/// Linux's `tcp_cubic` as the kernel runs it, one ACK per segment, transcribed from
+/// `bictcp_update` and `tcp_cong_avoid_ai` (beta 717, `beta_scale` 15, C = 0.4, no HyStart):
+/// the reference the report-driven implementation must match.
+struct KernelCubic {
+    cwnd: u32,
+    cwnd_cnt: u32,
+    cnt: u32,
+    last_max: u32,
+    last_cwnd: u32,
+    last_time_us: u64,
+    origin: u32,
+    k_s: f64,
+    epoch_start_us: Option<u64>,
+    ack_cnt: u32,
+    tcp_cwnd: u32,
+}
+
+impl KernelCubic {
+    fn after_loss_from(cwnd: u32) -> Self {
+        Self {
+            cwnd: (cwnd * 717 / 1024).max(2),
+            cwnd_cnt: 0,
+            cnt: 0,
+            last_max: cwnd,
+            last_cwnd: 0,
+            last_time_us: 0,
+            origin: 0,
+            k_s: 0.0,
+            epoch_start_us: None,
+            ack_cnt: 0,
+            tcp_cwnd: 0,
+        }
+    }
+
+    fn ack(&mut self, now_us: u64, min_rtt_us: u64) {
+        self.ack_cnt += 1;
+        if !(self.last_cwnd == self.cwnd && now_us - self.last_time_us <= 31_250) {
+            self.last_cwnd = self.cwnd;
+            self.last_time_us = now_us;
+            if self.epoch_start_us.is_none() {
+                self.epoch_start_us = Some(now_us);
+                self.ack_cnt = 1;
+                self.tcp_cwnd = self.cwnd;
+                if self.last_max <= self.cwnd {
+                    self.k_s = 0.0;
+                    self.origin = self.cwnd;
+                } else {
+                    self.k_s = (f64::from(self.last_max - self.cwnd) / 0.4).cbrt();
+                    self.origin = self.last_max;
+                }
+            }
+            let t = (now_us - self.epoch_start_us.unwrap() + min_rtt_us) as f64 / 1e6;
+            let delta = (0.4 * (t - self.k_s).abs().powi(3)).floor() as u32;
+            let target = if t < self.k_s {
+                self.origin - delta
+            } else {
+                self.origin + delta
+            };
+            self.cnt = if target > self.cwnd {
+                self.cwnd / (target - self.cwnd)
+            } else {
+                100 * self.cwnd
+            };
+            let delta = self.cwnd * 15 / 8;
+            while self.ack_cnt > delta {
+                self.ack_cnt -= delta;
+                self.tcp_cwnd += 1;
+            }
+            if self.tcp_cwnd > self.cwnd {
+                self.cnt = self.cnt.min(self.cwnd / (self.tcp_cwnd - self.cwnd));
+            }
+            self.cnt = self.cnt.max(2);
+        }
+        if self.cwnd_cnt >= self.cnt {
+            self.cwnd_cnt = 0;
+            self.cwnd += 1;
+        }
+        self.cwnd_cnt += 1;
+        if self.cwnd_cnt >= self.cnt {
+            let d = self.cwnd_cnt / self.cnt;
+            self.cwnd_cnt -= d * self.cnt;
+            self.cwnd += d;
+        }
+    }
+}
+
+/// Drives `c` and the kernel reference through the same reports after a loss at `w` segments:
+/// each report acknowledges one window, one RTT after the previous one; returns both windows
+/// after every report.
+fn linux_and_kernel(w: u32, rtt_us: u64, reports: usize) -> Vec<(u32, u32)> {
+    let mut c = linux();
+    c.on_report(&Measurement {
+        rtt_us,
+        min_rtt_us: rtt_us,
+        ..report(0, 0)
+    });
+    c.state.cwnd = f64::from(w);
+    c.state.ssthresh = f64::from(w);
+    c.on_loss(0);
+    c.state.recovery.clear();
+    let mut k = KernelCubic::after_loss_from(w);
+    assert_eq!(c.cwnd_segments() as u32, k.cwnd, "ssthresh = cwnd * 717 / 1024");
+    let mut now = 0;
+    let mut out = Vec::new();
+    for _ in 0..reports {
+        let acked = k.cwnd;
+        assert_eq!(c.cwnd_segments() as u32, acked);
+        for i in 1..=u64::from(acked) {
+            k.ack(now + rtt_us * i / u64::from(acked), rtt_us);
+        }
+        now += rtt_us;
+        c.on_report(&Measurement {
+            rtt_us,
+            min_rtt_us: rtt_us,
+            ..report(now, u64::from(acked))
+        });
+        out.push((c.cwnd_segments() as u32, k.cwnd));
+    }
+    out
+}
+
+#[test]
+fn linux_variant_matches_the_kernel_ack_by_ack() {
+    // tcp_cubic.c bictcp_update / tcp_cong_avoid_ai on a constructed sequence of reports: a
+    // small window (Reno-friendly region) and a large one (cubic region), 100 and 20 ms.
+    for (w, rtt_us, n) in [(20, 100_000, 60), (12, 20_000, 200), (400, 100_000, 80)] {
+        for (i, (ours, kernel)) in linux_and_kernel(w, rtt_us, n).into_iter().enumerate() {
+            assert_eq!(ours, kernel, "W {w}, RTT {rtt_us} µs, report {i}");
+        }
+    }
+}
+
+#[test]
+fn linux_reno_estimate_grows_by_8_15_per_rtt_and_never_by_one() {
+    // tcp_friendliness: one segment per cwnd x 15 / 8 acknowledged, 0.533 per RTT, also past
+    // the window before the loss (RFC 9438 §4.3 would switch to 1 there).
+    let trace = linux_and_kernel(12, 20_000, 300);
+    let (start, end) = (trace[99].0, trace[299].0);
+    let per_rtt = f64::from(end - start) / 200.0;
+    assert!((0.45..=0.56).contains(&per_rtt), "{per_rtt} segments per RTT");
+    assert!(
+        end > 12 + 40,
+        "well past the window before the loss: {end}"
+    );
+    // The RFC variant over the same reports grows at 1 per RTT past the prior window.
+    let mut r = cubic();
+    r.on_report(&report(0, 0));
+    r.state.cwnd = 12.0;
+    r.on_loss(0);
+    r.state.recovery.clear();
+    let mut now = 0;
+    let mut at = Vec::new();
+    for _ in 0..300 {
+        let acked = r.cwnd_segments();
+        now += 20_000;
+        r.on_report(&Measurement {
+            rtt_us: 20_000,
+            min_rtt_us: 20_000,
+            ..report(now, acked as u64)
+        });
+        at.push(r.cwnd_segments());
+    }
+    let rfc_per_rtt = (at[299] - at[99]) / 200.0;
+    assert!(rfc_per_rtt > 0.9, "RFC 9438: {rfc_per_rtt}");
+}
+
+#[test]
+fn linux_reduction_uses_integer_beta_and_fast_convergence() {
+    // bictcp_recalc_ssthresh: ssthresh = max(cwnd * 717 / 1024, 2), W_max = cwnd * 1741 / 2048
+    // below the previous W_max.
+    let mut c = linux();
+    c.state.cwnd = 100.9;
+    c.on_loss(1_000_000);
+    assert!(close(c.cwnd_segments(), 70.0, 0.0));
+    assert!(close(c.w_max_segments(), 100.0, 0.0));
+    assert_eq!(c.linux_state().epoch_start_us, None, "the epoch starts after recovery");
+    c.state.recovery.clear();
+    c.state.cwnd = 90.0;
+    c.on_loss(5_000_000);
+    assert!(close(c.w_max_segments(), f64::from(90 * 1741 / 2048), 0.0));
+    assert!(close(c.cwnd_segments(), f64::from(90 * 717 / 1024), 0.0));
+    // A timeout forgets W_max (bictcp_reset); growth before any loss is then 5 % per RTT.
+    c.on_report(&Measurement {
+        timeout: true,
+        ..report(6_000_000, 0)
+    });
+    assert!(close(c.w_max_segments(), 0.0, 0.0));
+}
+
+#[test]
+fn linux_growth_before_any_loss_is_five_percent_per_rtt() {
+    // last_max_cwnd == 0: cnt <= 20.
+    let mut c = linux();
+    c.on_report(&report(0, 0));
+    c.state.cwnd = 100.0;
+    c.state.ssthresh = 100.0;
+    c.on_report(&report(100_000, 100));
+    assert!(close(c.cwnd_segments(), 105.0, 0.0), "{}", c.cwnd_segments());
 }
