@@ -85,6 +85,11 @@ pub struct FlowRow {
     /// delivered nothing; `invalid: <why>` for metrics that cannot be right. Only `ok` rows
     /// count towards scheme metrics.
     pub status: String,
+    /// 95th-percentile smoothed RTT (RFC 6298 srtt sampled every 10 ms), ms: the RTT
+    /// metric both datapaths measure the same way (the kernel testbed's `tcpi_rtt`; the
+    /// simulator's sender srtt), which `docs/calibration.md` compares.
+    #[serde(default)]
+    pub p95_srtt_ms: f64,
 }
 
 /// A point of a flow's time series (`series.csv`), written for scenarios that ask for it.
@@ -161,8 +166,8 @@ pub enum ResultsError {
 }
 
 /// Columns a file may lack because they were added after such files were first written; they
-/// read as their default (`fallback_s`, `takeovers` of [`FlowRow`]).
-pub const ADDED_COLUMNS: &[&str] = &["fallback_s", "takeovers"];
+/// read as their default (`fallback_s`, `takeovers`, `p95_srtt_ms` of [`FlowRow`]).
+pub const ADDED_COLUMNS: &[&str] = &["fallback_s", "takeovers", "p95_srtt_ms"];
 
 /// Writes rows as CSV with a header.
 pub fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), ResultsError> {

@@ -36,6 +36,7 @@ fn row(cond: &str, env: &str, scheme: &str, seed: u64, reward: f64) -> FlowRow {
         fallback_s: 0.0,
         takeovers: 0,
         status: "ok".into(),
+        p95_srtt_ms: 50.0,
     }
 }
 

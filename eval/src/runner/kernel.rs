@@ -200,6 +200,7 @@ fn as_flow_result(
         packets_lost: k.retrans_segs,
         retransmits: k.retrans_segs,
         timeouts: 0,
+        srtt_samples_us: rtt_samples_us.clone(),
         rtt_samples_us,
         queue_delay_samples_us,
         min_rtt_ns: u64::from(k.min_rtt_us) * 1000,

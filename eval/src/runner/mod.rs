@@ -632,6 +632,7 @@ impl RowCtx<'_> {
             fallback_s: 0.0,
             takeovers: 0,
             status: "ok".into(),
+            p95_srtt_ms: 0.0,
         }
     }
 }
@@ -649,6 +650,7 @@ fn fill_metrics(row: &mut FlowRow, r: &FlowResult, duration_ns: u64, capacity_bp
         percentile_unsorted(&mut samples.to_vec(), 950).map_or(0.0, |us| f64::from(us) / 1e3)
     };
     row.p95_rtt_ms = p95_ms(&r.rtt_samples_us);
+    row.p95_srtt_ms = p95_ms(&r.srtt_samples_us);
     row.mean_qdelay_ms = r.mean_queue_delay_us() / 1e3;
     row.p95_qdelay_ms = p95_ms(&r.queue_delay_samples_us);
     row.loss_rate = if r.packets_sent == 0 {
