@@ -233,6 +233,7 @@ mod tests {
             utilization: util,
             mean_rtt_ms: 0.0,
             p95_rtt_ms: rtt,
+            p95_srtt_ms: srtt,
             mean_qdelay_ms: 0.0,
             p95_qdelay_ms: 0.0,
             loss_rate: 0.0,
@@ -245,7 +246,6 @@ mod tests {
             fallback_s: 0.0,
             takeovers: 0,
             status: "ok".into(),
-            p95_srtt_ms: srtt,
         }
     }
 

@@ -51,8 +51,14 @@ pub struct FlowRow {
     pub utilization: f64,
     /// Mean RTT, ms.
     pub mean_rtt_ms: f64,
-    /// 95th-percentile RTT, ms.
+    /// 95th-percentile RTT, ms (simulator: of every ACK's sample; kernel: of the smoothed
+    /// RTT every 10 ms).
     pub p95_rtt_ms: f64,
+    /// 95th-percentile smoothed RTT (RFC 6298 srtt sampled every 10 ms), ms: the RTT
+    /// metric both datapaths measure the same way (the kernel testbed's `tcpi_rtt`; the
+    /// simulator's sender srtt), which `docs/calibration.md` compares.
+    #[serde(default)]
+    pub p95_srtt_ms: f64,
     /// Mean one-way queueing delay at the bottleneck, ms.
     pub mean_qdelay_ms: f64,
     /// 95th-percentile queueing delay, ms.
@@ -85,11 +91,6 @@ pub struct FlowRow {
     /// delivered nothing; `invalid: <why>` for metrics that cannot be right. Only `ok` rows
     /// count towards scheme metrics.
     pub status: String,
-    /// 95th-percentile smoothed RTT (RFC 6298 srtt sampled every 10 ms), ms: the RTT
-    /// metric both datapaths measure the same way (the kernel testbed's `tcpi_rtt`; the
-    /// simulator's sender srtt), which `docs/calibration.md` compares.
-    #[serde(default)]
-    pub p95_srtt_ms: f64,
 }
 
 /// A point of a flow's time series (`series.csv`), written for scenarios that ask for it.

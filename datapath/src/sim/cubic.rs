@@ -17,8 +17,16 @@
 //! `clamp(min RTT / 8, 4 ms, 16 ms)`) sets `ssthresh` to the window. A round ends when the
 //! bytes in flight at its start are acknowledged (Linux: `snd_una` passing the round's
 //! `snd_nxt`). Without it, slow start overshoots deep buffers until they overflow, which the
-//! kernel does not (`docs/calibration.md`). Left out: the `cnt`-based per-ACK smoothing and
-//! ssthresh caching.
+//! kernel does not (`docs/calibration.md`).
+//!
+//! Two ways to drive it: with [`crate::sim::RecoveryModel::Linux`] (the default) as Linux's
+//! `tcp_congestion_ops` ([`BuiltinCubic::ssthresh_on_loss`] once per recovery,
+//! [`BuiltinCubic::cong_avoid`] outside it, [`BuiltinCubic::on_timeout`]; the recovery around
+//! it is [`super::recovery`]'s: a new epoch starts at the first ACK after recovery, with
+//! `K = cbrt((W_max - cwnd) / C)` as `bictcp_update`); with
+//! [`crate::sim::RecoveryModel::TimeBased`], [`BuiltinCubic::on_ack`] cuts on any loss signal
+//! at most once per smoothed RTT (the simulator's earlier rule). Left out: the `cnt`-based
+//! per-ACK smoothing and ssthresh caching.
 
 use crate::runtime::Primitives;
 

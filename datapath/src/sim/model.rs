@@ -18,6 +18,9 @@ pub struct TcpModel {
     /// ([`super::link::htb_burst_bytes`]: 1 ms at the rate, at least two full frames). Off:
     /// every frame is serialized at the rate, idle link or not.
     pub link_burst: bool,
+    /// Linux's retransmission timeout: `srtt + max(4 rttvar, 200 ms)` (the floor applies to
+    /// the variance term, `__tcp_set_rto`). Off: `max(srtt + 4 rttvar, 200 ms)`.
+    pub linux_rto: bool,
 }
 
 impl Default for TcpModel {
@@ -26,19 +29,21 @@ impl Default for TcpModel {
             delayed_ack: true,
             recovery: RecoveryModel::Linux,
             link_burst: true,
+            linux_rto: true,
         }
     }
 }
 
 impl TcpModel {
-    /// The simulator's model before delayed ACKs, Linux recovery and the token burst: every
-    /// packet acknowledged at once, the time-based one-cut-per-RTT loss response, plain
-    /// serialization.
+    /// The simulator's model before delayed ACKs, Linux recovery, the token burst and Linux's
+    /// RTO: every packet acknowledged at once, the time-based one-cut-per-RTT loss response,
+    /// plain serialization, `max(srtt + 4 rttvar, 200 ms)`.
     pub fn legacy() -> Self {
         Self {
             delayed_ack: false,
             recovery: RecoveryModel::TimeBased,
             link_burst: false,
+            linux_rto: false,
         }
     }
 }

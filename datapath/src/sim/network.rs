@@ -410,6 +410,7 @@ impl Simulation {
             });
         for fl in &mut self.flows {
             fl.receiver = new_receiver(&fl.spec, model);
+            fl.sender.linux_rto = model.linux_rto;
         }
         self
     }
@@ -445,7 +446,11 @@ impl Simulation {
             .flows
             .iter()
             .map(|spec| FlowState {
-                sender: Sender::new(spec.mss_bytes, spec.init_cwnd_bytes, spec.size_bytes),
+                sender: {
+                    let mut s = Sender::new(spec.mss_bytes, spec.init_cwnd_bytes, spec.size_bytes);
+                    s.linux_rto = model.linux_rto;
+                    s
+                },
                 control: Control::Fixed,
                 started: false,
                 done: false,

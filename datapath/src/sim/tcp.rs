@@ -6,8 +6,9 @@
 //! every packet), which gives the sender a complete SACK scoreboard. Loss detection follows RFC 9002
 //! §6.1 (the packet and time thresholds TCP's RACK also uses): a packet is lost once a packet
 //! sent 3 or more later is acknowledged, or once it is older than 9/8 of the RTT when a later
-//! one is acknowledged. The retransmission timer follows RFC 6298 (Linux's 200 ms floor) with
-//! exponential backoff; on expiry everything in flight is lost and the window drops to one
+//! one is acknowledged. The retransmission timer follows RFC 6298 with Linux's 200 ms floor
+//! on the variance term (`srtt + max(4 rttvar, 200 ms)`, [`Sender::linux_rto`]; off: RFC
+//! 6298's `max(srtt + 4 rttvar, 200 ms)`) and exponential backoff; on expiry everything in flight is lost and the window drops to one
 //! segment, as the kernel does before congestion control reacts. Delivery rate is sampled per
 //! ACK as Linux's `tcp_rate.c` does.
 //!
@@ -104,6 +105,10 @@ pub struct Sender {
     pub timeouts: u64,
     /// Packets sent (new and retransmitted).
     sent_total: u64,
+    /// Linux's retransmission timeout, `srtt + max(4 rttvar, 200 ms)` (`__tcp_set_rto` with
+    /// `rttvar_us` at least `tcp_rto_min`), instead of RFC 6298's `max(srtt + 4 rttvar,
+    /// 200 ms)`.
+    pub linux_rto: bool,
 }
 
 impl Sender {
@@ -141,6 +146,7 @@ impl Sender {
             lost_pkts: 0,
             timeouts: 0,
             sent_total: 0,
+            linux_rto: false,
         }
     }
 
@@ -289,6 +295,8 @@ impl Sender {
     fn rto_ns(&self) -> u64 {
         let base = if self.srtt_ns == 0 {
             INITIAL_RTO_NS
+        } else if self.linux_rto {
+            self.srtt_ns + (4 * self.rttvar_ns).max(MIN_RTO_NS)
         } else {
             (self.srtt_ns + 4 * self.rttvar_ns).max(MIN_RTO_NS)
         };

@@ -620,6 +620,7 @@ impl RowCtx<'_> {
             utilization: 0.0,
             mean_rtt_ms: 0.0,
             p95_rtt_ms: 0.0,
+            p95_srtt_ms: 0.0,
             mean_qdelay_ms: 0.0,
             p95_qdelay_ms: 0.0,
             loss_rate: 0.0,
@@ -632,7 +633,6 @@ impl RowCtx<'_> {
             fallback_s: 0.0,
             takeovers: 0,
             status: "ok".into(),
-            p95_srtt_ms: 0.0,
         }
     }
 }
