@@ -140,6 +140,9 @@ fn pct(x: f64) -> String {
     }
 }
 
+/// A selection of cells.
+type Sel = Box<dyn Fn(&Cell) -> bool>;
+
 /// The agreement table and its counts, as markdown.
 pub fn markdown(cells: &[Cell]) -> String {
     let mut out = String::new();
@@ -184,7 +187,6 @@ pub fn markdown(cells: &[Cell]) -> String {
         100.0 * RTT_BOUND
     );
     let _ = writeln!(out, "|---|---|---|---|");
-    type Sel = Box<dyn Fn(&Cell) -> bool>;
     let mut groups: Vec<(String, Sel)> = vec![
         ("loss-free".into(), Box::new(|c: &Cell| c.loss == 0.0)),
         ("lossy".into(), Box::new(|c: &Cell| c.loss > 0.0)),

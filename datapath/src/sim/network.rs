@@ -401,6 +401,7 @@ impl Simulation {
 
     /// Switches TCP behaviours (the default is [`TcpModel::default`], Linux's); call before
     /// the run.
+    #[must_use]
     pub fn with_model(mut self, model: TcpModel) -> Self {
         self.model = model;
         self.link
