@@ -14,7 +14,8 @@
 //! - RTT samples are the kernel's smoothed RTT (`tcpi_rtt`) every 10 ms, not one per ACK;
 //!   queueing delay is that minus the condition's propagation RTT.
 //! - Loss is retransmitted segments over data segments sent (the bottleneck's drops are not
-//!   attributed to flows).
+//!   attributed to flows); timeouts are the entries into `TCP_CA_Loss` seen in the 10 ms
+//!   `TCP_INFO` samples.
 //! - A run's start is the moment its first flow connects; a flow's throughput counts from
 //!   its scheduled start, like the simulator's.
 //!
@@ -199,7 +200,12 @@ fn as_flow_result(
         packets_dropped: k.retrans_segs,
         packets_lost: k.retrans_segs,
         retransmits: k.retrans_segs,
-        timeouts: 0,
+        // Entries into TCP_CA_Loss (4) seen in the 10 ms samples: retransmission timeouts.
+        timeouts: k
+            .samples
+            .windows(2)
+            .filter(|w| w[1].ca_state == 4 && w[0].ca_state != 4)
+            .count() as u64,
         srtt_samples_us: rtt_samples_us.clone(),
         rtt_samples_us,
         queue_delay_samples_us,
