@@ -25,6 +25,9 @@
 //! [`RecoveryModel::TimeBased`] keeps the simulator's earlier rule: the congestion control
 //! cuts on every loss signal at most once per smoothed RTT and sets the window at once.
 //!
+//! Outside recovery the window grows by the packets an ACK newly delivers (`acked_sacked`,
+//! each packet once) and only on ACKs that advance `snd_una` (`tcp_may_raise_cwnd`).
+//!
 //! Left out: the `Disorder` and `CWR` states (no ECN), undo (`tcp_try_undo_*`, F-RTO and
 //! D-SACK based: spurious retransmissions are not detected), and `tcp_is_cwnd_limited` (flows
 //! here are window-limited whenever they have data).
@@ -241,7 +244,8 @@ impl LinuxTcp {
     /// One ACK (after the sender processed it); returns the window, bytes.
     pub fn on_ack(&mut self, out: &AckOutcome, v: SenderView, now_ns: u64) -> u32 {
         let p = &out.prims;
-        let delivered = u64::from(p.packets_acked) + u64::from(p.packets_misordered);
+        // `acked_sacked`: each packet once, when it is first acknowledged or SACKed.
+        let delivered = u64::from(out.delivered_pkts);
         let lost = u64::from(p.lost_pkts_sample);
         // Recovery or Loss ends once `high_seq` is acknowledged.
         if self.state != CaState::Open && v.snd_una >= self.high_seq {
@@ -270,7 +274,8 @@ impl LinuxTcp {
             {
                 self.cc.set_cwnd(c as f64);
             }
-        } else if delivered > 0 {
+        } else if delivered > 0 && p.packets_acked > 0 {
+            // `tcp_may_raise_cwnd`: grow only on an ACK that advances `snd_una`.
             self.cc.cong_avoid(out, delivered as f64, now_ns);
         }
         self.cwnd_bytes()
@@ -365,6 +370,7 @@ mod tests {
         out.prims.packets_acked = acked;
         out.prims.packets_misordered = sacked;
         out.prims.lost_pkts_sample = lost;
+        out.delivered_pkts = acked + sacked;
         out
     }
 

@@ -57,6 +57,10 @@ pub struct AckOutcome {
     pub rtt_ns: u64,
     /// The flow's last byte has now been delivered.
     pub completed: bool,
+    /// Packets this ACK newly acknowledged or SACKed, each counted once (Linux's
+    /// `acked_sacked`, `tcp_newly_delivered`): a segment SACKed earlier and now covered by the
+    /// cumulative ACK is not counted again, unlike in `prims.packets_acked`.
+    pub delivered_pkts: u32,
 }
 
 /// Sender state of one flow.
@@ -348,6 +352,7 @@ impl Sender {
                 newest = Some(p);
             }
             self.delivered_bytes += u64::from(p.bytes);
+            out.delivered_pkts += 1;
             if let Some(idx) = p.seg.checked_sub(self.cum_seg) {
                 let idx = idx as usize;
                 if self.seg_acked.len() <= idx {
