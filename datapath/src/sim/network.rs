@@ -47,7 +47,9 @@ pub enum Scheme {
         /// Algorithm name as registered with portus.
         alg: String,
     },
-    /// Built-in Reno with no agent (the runtime's fallback rule).
+    /// Built-in Reno with no agent: Linux's `reno` inside Linux's recovery
+    /// ([`super::recovery`]), or the runtime's fallback rule with
+    /// [`RecoveryModel::TimeBased`].
     Reno,
     /// Built-in Linux-like Cubic with no agent ([`super::cubic`]).
     Cubic,
