@@ -17,6 +17,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/kernel-calibrate.toml"),
     ),
     (
+        "calibrate-tcp",
+        include_str!("../scenarios/calibrate-tcp.toml"),
+    ),
+    (
         "antelope-train",
         include_str!("../scenarios/antelope-train.toml"),
     ),

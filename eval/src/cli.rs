@@ -95,6 +95,20 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The agreement table of a simulator run against a kernel run of the same scenario
+    /// (`docs/calibration.md`): per (condition, scheme), utilization within 5 % and p95
+    /// smoothed RTT within 10 %, and the counts of cells within the bounds.
+    Agree {
+        /// Result directories of the simulator run.
+        #[arg(long, num_args = 1.., required = true)]
+        sim: Vec<PathBuf>,
+        /// Result directories of the kernel run (e.g. one per seed).
+        #[arg(long, num_args = 1.., required = true)]
+        kernel: Vec<PathBuf>,
+        /// Also write the table to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Real-time demo: a portus agent and the datapath runtime over unix sockets.
     Demo,
     /// Antelope's offline data: run a scenario with flows switching among the nine
@@ -213,6 +227,7 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             }
         }
         Command::Report { dirs, out } => report_cmd(&dirs, out),
+        Command::Agree { sim, kernel, out } => agree(&sim, &kernel, out.as_deref()),
         Command::Demo => demo(),
         Command::GenData {
             scenario,
@@ -608,4 +623,30 @@ fn demo() -> ExitCode {
         }
         Err(e) => fail(1, &format!("demo: {e}")),
     }
+}
+
+/// `agree`: the agreement table on stdout (and in `out`).
+fn agree(sim: &[PathBuf], kernel: &[PathBuf], out: Option<&Path>) -> ExitCode {
+    let (s, k) = match (
+        crate::agree::read_dirs(sim),
+        crate::agree::read_dirs(kernel),
+    ) {
+        (Ok(s), Ok(k)) => (s, k),
+        (Err(e), _) | (_, Err(e)) => return fail(2, &e.to_string()),
+    };
+    let cells = crate::agree::cells(&s, &k);
+    if cells.is_empty() {
+        return fail(
+            2,
+            "no (condition, scheme) has ok main flows in both runs: not the same scenario?",
+        );
+    }
+    let md = crate::agree::markdown(&cells);
+    print!("{md}");
+    if let Some(path) = out
+        && let Err(e) = std::fs::write(path, &md)
+    {
+        return fail(1, &format!("{}: {e}", path.display()));
+    }
+    ExitCode::SUCCESS
 }

@@ -10,6 +10,7 @@
 //! Start reading at [`runner::plan`]; the command line is [`cli`] (`src/main.rs` calls
 //! [`cli::main_with`] with the built-in algorithms).
 
+pub mod agree;
 pub mod builtin;
 pub mod cli;
 pub mod demo;

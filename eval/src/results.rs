@@ -51,8 +51,14 @@ pub struct FlowRow {
     pub utilization: f64,
     /// Mean RTT, ms.
     pub mean_rtt_ms: f64,
-    /// 95th-percentile RTT, ms.
+    /// 95th-percentile RTT, ms (simulator: of every ACK's sample; kernel: of the smoothed
+    /// RTT every 10 ms).
     pub p95_rtt_ms: f64,
+    /// 95th-percentile smoothed RTT (RFC 6298 srtt sampled every 10 ms), ms: the RTT
+    /// metric both datapaths measure the same way (the kernel testbed's `tcpi_rtt`; the
+    /// simulator's sender srtt), which `docs/calibration.md` compares.
+    #[serde(default)]
+    pub p95_srtt_ms: f64,
     /// Mean one-way queueing delay at the bottleneck, ms.
     pub mean_qdelay_ms: f64,
     /// 95th-percentile queueing delay, ms.
@@ -171,8 +177,15 @@ pub enum ResultsError {
 }
 
 /// Columns a file may lack because they were added after such files were first written; they
-/// read as their default (`fallback_s`, `takeovers` of [`FlowRow`]).
-pub const ADDED_COLUMNS: &[&str] = &["fallback_s", "takeovers", "objective", "score"];
+/// read as their default (`fallback_s`, `takeovers`, `p95_srtt_ms`, `objective`, `score` of
+/// [`FlowRow`]).
+pub const ADDED_COLUMNS: &[&str] = &[
+    "fallback_s",
+    "takeovers",
+    "p95_srtt_ms",
+    "objective",
+    "score",
+];
 
 fn reward_objective() -> String {
     "reward".into()

@@ -21,7 +21,7 @@ mod result;
 mod spec;
 
 pub use rate::{LinkRate, MAX_TRACE_MS, TRACE_MTU_BYTES, Trace, TraceError};
-pub use result::{FlowResult, NetworkResult, Sample};
+pub use result::{FlowResult, NetworkResult, SRTT_SAMPLE_INTERVAL_NS, Sample};
 pub use spec::{FlowSpec, LinkSpec, NetworkSpec, PathChange, Scheme};
 
 /// Something that runs a [`NetworkSpec`] to its end: the simulator (virtual or real time) or

@@ -11,6 +11,9 @@ pub struct Sample {
     pub delivered_bytes: u64,
 }
 
+/// Interval of [`FlowResult::srtt_samples_us`], ns (the testbed's `TCP_INFO` interval).
+pub const SRTT_SAMPLE_INTERVAL_NS: u64 = 10_000_000;
+
 /// What happened to one flow.
 #[derive(Debug, Clone, Default)]
 pub struct FlowResult {
@@ -30,8 +33,12 @@ pub struct FlowResult {
     pub retransmits: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
-    /// Every RTT sample, µs.
+    /// Every RTT sample, µs: one per ACK (Linux's `seq_rtt`: the oldest packet the ACK newly
+    /// acknowledges, so it carries the receiver's ACK delay).
     pub rtt_samples_us: Vec<u32>,
+    /// The sender's smoothed RTT (RFC 6298, gain 1/8) every [`SRTT_SAMPLE_INTERVAL_NS`] while
+    /// the flow runs, µs: what the kernel testbed records (`tcpi_rtt` every 10 ms).
+    pub srtt_samples_us: Vec<u32>,
     /// Time each delivered packet spent in the bottleneck queue before its service, µs.
     pub queue_delay_samples_us: Vec<u32>,
     /// Smallest RTT seen, ns.

@@ -21,7 +21,9 @@ pub enum Scheme {
         /// Algorithm name as registered with portus.
         alg: String,
     },
-    /// Built-in Reno with no agent (the runtime's fallback rule; on the kernel, its own `reno`).
+    /// Built-in Reno with no agent: Linux's `reno` inside Linux's recovery
+    /// ([`crate::sim::recovery`]), or the runtime's fallback rule with
+    /// [`crate::sim::RecoveryModel::TimeBased`]; on the kernel, its own `reno`.
     Reno,
     /// Built-in Linux-like Cubic with no agent ([`crate::sim::cubic`]; on the kernel, its own `cubic`).
     Cubic,

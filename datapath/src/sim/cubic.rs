@@ -17,8 +17,16 @@
 //! `clamp(min RTT / 8, 4 ms, 16 ms)`) sets `ssthresh` to the window. A round ends when the
 //! bytes in flight at its start are acknowledged (Linux: `snd_una` passing the round's
 //! `snd_nxt`). Without it, slow start overshoots deep buffers until they overflow, which the
-//! kernel does not (`docs/calibration.md`). Left out: the `cnt`-based per-ACK smoothing and
-//! ssthresh caching.
+//! kernel does not (`docs/calibration.md`).
+//!
+//! Two ways to drive it: with [`crate::sim::RecoveryModel::Linux`] (the default) as Linux's
+//! `tcp_congestion_ops` ([`BuiltinCubic::ssthresh_on_loss`] once per recovery,
+//! [`BuiltinCubic::cong_avoid`] outside it, [`BuiltinCubic::on_timeout`]; the recovery around
+//! it is [`super::recovery`]'s: a new epoch starts at the first ACK after recovery, with
+//! `K = cbrt((W_max - cwnd) / C)` as `bictcp_update`); with
+//! [`crate::sim::RecoveryModel::TimeBased`], [`BuiltinCubic::on_ack`] cuts on any loss signal
+//! at most once per smoothed RTT (the simulator's earlier rule). Left out: the `cnt`-based
+//! per-ACK smoothing and ssthresh caching.
 
 use crate::runtime::Primitives;
 
@@ -130,20 +138,12 @@ impl BuiltinCubic {
         (self.cwnd.max(2.0) * self.mss).min(f64::from(u32::MAX)) as u32
     }
 
-    /// One ACK; returns the new window, bytes.
+    /// One ACK with the earlier, time-based loss response
+    /// ([`crate::sim::RecoveryModel::TimeBased`]): a loss signal cuts the window at once, at
+    /// most once per smoothed RTT. Returns the new window, bytes.
     pub fn on_ack(&mut self, p: &Primitives, now_ns: u64) -> u32 {
         let rtt_ns = p.rtt_sample_us * 1_000;
-        if rtt_ns > 0 {
-            self.srtt_ns = if self.srtt_ns == 0 {
-                rtt_ns
-            } else {
-                (7 * self.srtt_ns + rtt_ns) / 8
-            };
-            let h = &mut self.hystart;
-            if h.delay_min_ns == 0 || rtt_ns < h.delay_min_ns {
-                h.delay_min_ns = rtt_ns;
-            }
-        }
+        self.track_rtt(rtt_ns);
         self.hystart.acked_total += u64::from(p.bytes_acked);
         if p.was_timeout {
             self.ssthresh = (self.cwnd * BETA).max(2.0);
@@ -179,11 +179,22 @@ impl BuiltinCubic {
             self.cwnd += acked;
             return self.bytes();
         }
+        self.cubic_update(acked, now_ns);
+        self.bytes()
+    }
+
+    /// Congestion avoidance on `acked` segments (Linux `bictcp_update` and
+    /// `tcp_cong_avoid_ai`).
+    fn cubic_update(&mut self, acked: f64, now_ns: u64) {
         let start = *self.epoch_start_ns.get_or_insert_with(|| {
-            // A new epoch after slow start: the curve starts at the current window.
-            if self.w_max < self.cwnd {
+            // A new epoch (`bictcp_update` with `epoch_start == 0`): below the last maximum the
+            // curve climbs back to it in K = cbrt((W_max - cwnd) / C); at or above it the
+            // curve starts at the current window.
+            if self.w_max <= self.cwnd {
                 self.w_max = self.cwnd;
                 self.k_s = 0.0;
+            } else {
+                self.k_s = ((self.w_max - self.cwnd) / C).cbrt();
             }
             self.w_est = self.cwnd;
             now_ns
@@ -199,7 +210,100 @@ impl BuiltinCubic {
         } else {
             self.cwnd += 0.01 * acked / self.cwnd;
         }
-        self.bytes()
+    }
+
+    /// Window, segments.
+    pub fn cwnd_segments(&self) -> f64 {
+        self.cwnd
+    }
+
+    /// Sets the window (loss recovery sets it around the congestion control), segments.
+    pub fn set_cwnd_segments(&mut self, cwnd: f64) {
+        self.cwnd = cwnd.max(1.0);
+    }
+
+    /// Slow-start threshold, segments (infinite before the first reduction).
+    pub fn ssthresh_segments(&self) -> f64 {
+        self.ssthresh
+    }
+
+    /// Linux `bictcp_recalc_ssthresh`, called once when loss recovery starts: the epoch ends,
+    /// `W_max` is the window (less by fast convergence when below the previous `W_max`), and
+    /// the new threshold `max(beta * cwnd, 2)` segments is returned (and kept).
+    pub fn ssthresh_on_loss(&mut self) -> f64 {
+        let cwnd = self.cwnd.floor();
+        self.epoch_start_ns = None;
+        self.w_max = if cwnd < self.w_max {
+            cwnd * (1.0 + BETA) / 2.0
+        } else {
+            cwnd
+        };
+        self.ssthresh = (cwnd * BETA).floor().max(2.0);
+        self.ssthresh
+    }
+
+    /// A retransmission timeout (Linux `tcp_enter_loss` then `bictcp_state(TCP_CA_Loss)`):
+    /// `ssthresh` from [`BuiltinCubic::ssthresh_on_loss`] when `cut`, then Cubic's state and
+    /// `HyStart` are reset (`bictcp_reset`: `W_max` forgotten) and the window is one segment.
+    pub fn on_timeout(&mut self, cut: bool, now_ns: u64, in_flight: u64) {
+        if cut {
+            self.ssthresh_on_loss();
+        }
+        self.w_max = 0.0;
+        self.k_s = 0.0;
+        self.epoch_start_ns = None;
+        self.cwnd = 1.0;
+        self.hystart.found = false;
+        self.hystart.reset_round(now_ns, in_flight);
+    }
+
+    /// Linux `cubictcp_cong_avoid` (with `bictcp_acked`'s `HyStart`): `acked` segments newly
+    /// delivered outside loss recovery; slow start (to `ssthresh`, the rest of `acked` going
+    /// to congestion avoidance, as `tcp_slow_start`) or the Cubic curve. Returns the window,
+    /// segments.
+    pub fn cong_avoid(&mut self, p: &Primitives, acked: f64, now_ns: u64) -> f64 {
+        let rtt_ns = p.rtt_sample_us * 1_000;
+        self.track_rtt(rtt_ns);
+        self.hystart.acked_total += u64::from(p.bytes_acked);
+        let mut acked = acked;
+        if acked <= 0.0 {
+            return self.cwnd;
+        }
+        if self.cwnd < self.ssthresh {
+            if !self.hystart.found
+                && self.cwnd >= HYSTART_LOW_WINDOW
+                && self
+                    .hystart
+                    .on_ack(now_ns, rtt_ns, u64::from(p.bytes_in_flight))
+            {
+                self.ssthresh = self.cwnd;
+                return self.cwnd;
+            }
+            let room = self.ssthresh - self.cwnd;
+            let grow = acked.min(room);
+            self.cwnd += grow;
+            acked -= grow;
+            if acked <= 0.0 {
+                return self.cwnd;
+            }
+        }
+        self.cubic_update(acked, now_ns);
+        self.cwnd
+    }
+
+    /// Smoothed RTT and `HyStart`'s minimum from one sample, ns.
+    fn track_rtt(&mut self, rtt_ns: u64) {
+        if rtt_ns > 0 {
+            self.srtt_ns = if self.srtt_ns == 0 {
+                rtt_ns
+            } else {
+                (7 * self.srtt_ns + rtt_ns) / 8
+            };
+            let h = &mut self.hystart;
+            if h.delay_min_ns == 0 || rtt_ns < h.delay_min_ns {
+                h.delay_min_ns = rtt_ns;
+            }
+        }
     }
 
     fn on_congestion(&mut self, now_ns: u64) {

@@ -1,8 +1,10 @@
 //! The dumbbell network and its event loop.
 //!
 //! N senders share one bottleneck; each flow has its own one-way propagation delay, applied
-//! after the bottleneck and again on the ACK path. Receivers acknowledge every packet at
-//! once. CCP flows run through one [`Datapath`] runtime (virtual-time clock) whose agent, if
+//! after the bottleneck and again on the ACK path (in order: a flow's ACKs never overtake each
+//! other). Receivers acknowledge as [`super::receiver`] decides (Linux's delayed ACKs by
+//! default); the receiver's decisions are taken when a packet leaves the bottleneck, shifted
+//! by the one-way delay, so a delivered packet costs no event of its own. CCP flows run through one [`Datapath`] runtime (virtual-time clock) whose agent, if
 //! any, runs in lock-step ([`super::lockstep`]); built-in flows run a fixed window or the
 //! runtime's Reno rule with no agent.
 
@@ -12,12 +14,16 @@ use std::collections::{BinaryHeap, VecDeque};
 use thiserror::Error;
 
 use super::cubic::BuiltinCubic;
-use super::link::{Admit, Bottleneck, LinkPacket, WIRE_OVERHEAD_BYTES};
+use super::link::{Admit, Bottleneck, LinkPacket, WIRE_OVERHEAD_BYTES, htb_burst_bytes};
 use super::lockstep::{LockstepAgent, LockstepError};
+use super::model::TcpModel;
+use super::receiver::{AckDecision, Receiver};
+use super::recovery::{LinuxCc, LinuxReno, LinuxTcp, RecoveryModel, SenderView};
 use super::rng::Rng;
-use super::tcp::Sender;
+use super::tcp::{MIN_RTO_NS, Sender};
 use crate::netem::{
-    FlowResult, FlowSpec, LinkSpec, Network, NetworkResult, NetworkSpec, PathChange, Sample, Scheme,
+    FlowResult, FlowSpec, LinkRate, LinkSpec, Network, NetworkResult, NetworkSpec, PathChange,
+    SRTT_SAMPLE_INTERVAL_NS, Sample, Scheme,
 };
 use crate::runtime::fallback::RenoFallback;
 use crate::runtime::transport::{NoAgent, RecvError, SendError, Transport, UnixTransport};
@@ -76,6 +82,7 @@ pub struct Simulator {
     agent: Option<LockstepAgent>,
     agent_latency_ns: u64,
     datapath: DatapathConfig,
+    model: TcpModel,
 }
 
 impl Simulator {
@@ -86,7 +93,15 @@ impl Simulator {
             agent,
             agent_latency_ns: 0,
             datapath: DatapathConfig::default(),
+            model: TcpModel::default(),
         }
+    }
+
+    /// The TCP behaviours to model (default: Linux's, [`TcpModel::default`]).
+    #[must_use]
+    pub fn with_model(mut self, model: TcpModel) -> Self {
+        self.model = model;
+        self
     }
 
     /// The agent's answers reach the datapath `ns` after the report left it.
@@ -109,7 +124,9 @@ impl Network for Simulator {
 
     fn run(self, spec: NetworkSpec) -> Result<NetworkResult, SimError> {
         let cfg = SimConfig::from_spec(spec, self.agent_latency_ns, self.datapath);
-        Simulation::new(cfg, self.agent)?.run()
+        Simulation::new(cfg, self.agent)?
+            .with_model(self.model)
+            .run()
     }
 }
 
@@ -163,7 +180,9 @@ impl Transport for SimTransport {
 enum Ev {
     Start(usize),
     Depart,
-    Ack { flow: usize, pn: u64 },
+    Ack { flow: usize },
+    DelayedAck { flow: usize },
+    SrttSample,
     Rto(usize),
     Wake(usize),
     AgentAnswers,
@@ -176,6 +195,7 @@ enum Control {
     Ccp { sid: u32 },
     Reno(RenoFallback),
     Cubic(BuiltinCubic),
+    Linux(LinuxTcp),
     Fixed,
 }
 
@@ -192,6 +212,17 @@ struct FlowState {
     under_agent: Option<bool>,
     /// CCP flows: time of the last ACK.
     last_ack_ns: Option<u64>,
+    receiver: Receiver,
+    /// Packets the receiver got since its last ACK.
+    rx_pending: Vec<u64>,
+    /// ACKs on their way back: the packets each covers (`ack_counts` says how many of
+    /// `ack_pns` belong to each, oldest first).
+    ack_pns: VecDeque<u64>,
+    ack_counts: VecDeque<u32>,
+    /// When the latest ACK reaches the sender, ns (ACKs keep their order).
+    last_ack_arrival_ns: u64,
+    /// Scratch for the packets of the ACK being processed.
+    ack_scratch: Vec<u64>,
 }
 
 impl FlowState {
@@ -232,6 +263,7 @@ pub struct Simulation {
     /// Agent answers waiting for their delivery time.
     answers: VecDeque<(u64, Vec<u8>)>,
     result: SimResult,
+    model: TcpModel,
 }
 
 impl Simulation {
@@ -260,20 +292,52 @@ impl Simulation {
         Self::build(cfg, SimTransport::Unix(transport))
     }
 
+    /// Switches TCP behaviours (the default is [`TcpModel::default`], Linux's); call before
+    /// the run.
+    #[must_use]
+    pub fn with_model(mut self, model: TcpModel) -> Self {
+        self.model = model;
+        self.link
+            .set_burst(match (&self.cfg.link.rate, model.link_burst) {
+                (LinkRate::Constant { bps }, true) => htb_burst_bytes(*bps),
+                _ => 0,
+            });
+        for fl in &mut self.flows {
+            fl.receiver = new_receiver(&fl.spec, model);
+            fl.sender.linux_rto = model.linux_rto;
+        }
+        self
+    }
+
+    /// The TCP behaviours this run models.
+    pub fn model(&self) -> TcpModel {
+        self.model
+    }
+
     fn build(cfg: SimConfig, transport: SimTransport) -> Self {
         let clock = ManualClock::new(0);
         let dp = Datapath::new(cfg.datapath.clone(), transport, clock.clone());
-        let link = Bottleneck::new(
+        let model = TcpModel::default();
+        let mut link = Bottleneck::new(
             cfg.link.rate.clone(),
             cfg.link.buffer_bytes,
             cfg.link.loss,
             Rng::derive(cfg.seed, 1),
         );
+        if let LinkRate::Constant { bps } = cfg.link.rate
+            && model.link_burst
+        {
+            link.set_burst(htb_burst_bytes(bps));
+        }
         let flows = cfg
             .flows
             .iter()
             .map(|spec| FlowState {
-                sender: Sender::new(spec.mss_bytes, spec.init_cwnd_bytes, spec.size_bytes),
+                sender: {
+                    let mut s = Sender::new(spec.mss_bytes, spec.init_cwnd_bytes, spec.size_bytes);
+                    s.linux_rto = model.linux_rto;
+                    s
+                },
                 control: Control::Fixed,
                 started: false,
                 done: false,
@@ -285,6 +349,12 @@ impl Simulation {
                 },
                 under_agent: None,
                 last_ack_ns: None,
+                receiver: new_receiver(spec, model),
+                rx_pending: Vec::new(),
+                ack_pns: VecDeque::new(),
+                ack_counts: VecDeque::new(),
+                last_ack_arrival_ns: 0,
+                ack_scratch: Vec::new(),
                 spec: spec.clone(),
             })
             .collect();
@@ -299,6 +369,7 @@ impl Simulation {
             clock,
             answers: VecDeque::new(),
             result: SimResult::default(),
+            model,
             cfg,
         };
         for (i, f) in sim.cfg.flows.iter().enumerate() {
@@ -312,6 +383,7 @@ impl Simulation {
         if sim.cfg.sample_interval_ns > 0 {
             sim.schedule(0, Ev::Sample);
         }
+        sim.schedule(SRTT_SAMPLE_INTERVAL_NS, Ev::SrttSample);
         sim
     }
 
@@ -343,7 +415,9 @@ impl Simulation {
         match ev {
             Ev::Start(f) => self.start_flow(f)?,
             Ev::Depart => self.depart(),
-            Ev::Ack { flow, pn } => self.ack(flow, pn)?,
+            Ev::Ack { flow } => self.ack(flow)?,
+            Ev::DelayedAck { flow } => self.delayed_ack_timer(flow),
+            Ev::SrttSample => self.srtt_sample(),
             Ev::Rto(f) => self.rto(f),
             Ev::Wake(f) => {
                 self.flows[f].wake_at = None;
@@ -435,6 +509,16 @@ impl Simulation {
                     sid: self.dp.create_flow(info)?,
                 }
             }
+            Scheme::Reno | Scheme::Cubic if self.model.recovery == RecoveryModel::Linux => {
+                let cc = if spec.scheme == Scheme::Reno {
+                    LinuxCc::Reno(LinuxReno::new(
+                        f64::from(spec.init_cwnd_bytes) / f64::from(spec.mss_bytes.max(1)),
+                    ))
+                } else {
+                    LinuxCc::Cubic(BuiltinCubic::new(spec.mss_bytes, spec.init_cwnd_bytes))
+                };
+                Control::Linux(LinuxTcp::new(cc, spec.mss_bytes))
+            }
             Scheme::Reno => Control::Reno(RenoFallback::new(spec.mss_bytes)),
             Scheme::Cubic => {
                 Control::Cubic(BuiltinCubic::new(spec.mss_bytes, spec.init_cwnd_bytes))
@@ -465,11 +549,13 @@ impl Simulation {
                     let Some((pn, bytes)) = fl.sender.send(self.now) else {
                         return;
                     };
+                    let seg = fl.sender.seg_of(pn).unwrap_or_default();
                     fl.result.packets_sent += 1;
                     self.result.link_packets += 1;
                     let p = LinkPacket {
                         flow: f,
                         pn,
+                        seg,
                         bytes: bytes + WIRE_OVERHEAD_BYTES,
                         enqueued_ns: self.now,
                     };
@@ -520,27 +606,78 @@ impl Simulation {
         fl.result
             .queue_delay_samples_us
             .push((sojourn / 1_000).min(u64::from(u32::MAX)) as u32);
-        let mut ack_at = self.now + 2 * fl.spec.one_way_delay_ns;
+        // The receiver's decision, taken now for the packet's arrival one delay later.
+        let owd = fl.spec.one_way_delay_ns;
+        let arrival = self.now + owd;
+        fl.rx_pending.push(p.pn);
+        match fl.receiver.on_segment(p.seg, arrival) {
+            AckDecision::Now => self.send_ack(p.flow, arrival),
+            AckDecision::Delay(deadline) => {
+                self.schedule(
+                    deadline.saturating_sub(owd),
+                    Ev::DelayedAck { flow: p.flow },
+                );
+            }
+        }
+    }
+
+    /// The receiver of flow `f` acknowledges at `rx_ns` (its clock: one delay after the
+    /// bottleneck) everything it got since its last ACK.
+    fn send_ack(&mut self, f: usize, rx_ns: u64) {
+        let fl = &mut self.flows[f];
+        fl.receiver.ack_sent();
+        if fl.rx_pending.is_empty() {
+            return;
+        }
+        let mut ack_at = rx_ns + fl.spec.one_way_delay_ns;
         let agg = self.cfg.ack_aggregation_ns;
         if agg > 0 {
             ack_at = ack_at.div_ceil(agg) * agg;
         }
-        self.schedule(
-            ack_at,
-            Ev::Ack {
-                flow: p.flow,
-                pn: p.pn,
-            },
-        );
+        ack_at = ack_at.max(fl.last_ack_arrival_ns);
+        fl.last_ack_arrival_ns = ack_at;
+        fl.ack_counts.push_back(fl.rx_pending.len() as u32);
+        fl.ack_pns.extend(fl.rx_pending.drain(..));
+        self.schedule(ack_at, Ev::Ack { flow: f });
     }
 
-    fn ack(&mut self, f: usize, pn: u64) -> Result<(), SimError> {
+    /// A delayed-ACK timer event of flow `f` (stale ones, for a timer since re-armed or
+    /// stopped, do nothing).
+    fn delayed_ack_timer(&mut self, f: usize) {
+        let fl = &self.flows[f];
+        let owd = fl.spec.one_way_delay_ns;
+        if let Some(t) = fl.receiver.timer_ns()
+            && t <= self.now + owd
+        {
+            self.send_ack(f, t);
+        }
+    }
+
+    fn srtt_sample(&mut self) {
+        for fl in self.flows.iter_mut().filter(|f| f.started && !f.done) {
+            let srtt = fl.sender.srtt_ns();
+            if srtt > 0 {
+                fl.result
+                    .srtt_samples_us
+                    .push((srtt / 1_000).min(u64::from(u32::MAX)) as u32);
+            }
+        }
+        self.schedule(self.now + SRTT_SAMPLE_INTERVAL_NS, Ev::SrttSample);
+    }
+
+    fn ack(&mut self, f: usize) -> Result<(), SimError> {
         let now = self.now;
         let fl = &mut self.flows[f];
+        let n = fl.ack_counts.pop_front().unwrap_or(0) as usize;
+        let mut pns = std::mem::take(&mut fl.ack_scratch);
+        pns.clear();
+        pns.extend(fl.ack_pns.drain(..n.min(fl.ack_pns.len())));
         if fl.done {
+            fl.ack_scratch = pns;
             return Ok(());
         }
-        let out = fl.sender.on_ack(pn, now);
+        let out = fl.sender.on_ack_many(&pns, now);
+        fl.ack_scratch = pns;
         if out.rtt_ns > 0 {
             fl.result
                 .rtt_samples_us
@@ -578,6 +715,10 @@ impl Simulation {
             Control::Cubic(cubic) => {
                 fl.sender.cwnd_bytes = cubic.on_ack(&out.prims, now);
             }
+            Control::Linux(tcp) => {
+                let view = sender_view(&fl.sender);
+                fl.sender.cwnd_bytes = tcp.on_ack(&out, view, now);
+            }
             Control::Fixed => {}
         }
         let fl = &mut self.flows[f];
@@ -598,6 +739,10 @@ impl Simulation {
         match fl.sender.rto_deadline_ns {
             Some(d) if d <= self.now => {
                 fl.sender.on_rto(self.now);
+                if let Control::Linux(tcp) = &mut fl.control {
+                    let view = sender_view(&fl.sender);
+                    fl.sender.cwnd_bytes = tcp.on_timeout(view, self.now);
+                }
                 self.arm_rto(f);
                 self.pump(f);
             }
@@ -626,7 +771,7 @@ impl Simulation {
     fn change_path(&mut self, i: usize) {
         let c = self.cfg.changes[i].clone();
         if let Some(rate) = c.rate {
-            self.link.set_rate(rate);
+            self.link.set_rate(rate, self.now);
         }
         if let Some(loss) = c.loss {
             self.link.set_loss(loss);
@@ -651,4 +796,24 @@ impl Simulation {
         }
         self.schedule(self.now + self.cfg.sample_interval_ns, Ev::Sample);
     }
+}
+
+/// The sender as the recovery state machine sees it.
+fn sender_view(s: &Sender) -> SenderView {
+    SenderView {
+        snd_una: s.snd_una_seg(),
+        snd_nxt: s.snd_nxt_seg(),
+        pipe: u64::from(s.inflight_pkts()),
+        sent_total: s.sent_total(),
+    }
+}
+
+/// A flow's receiver under `model`. Its RTO (for the idle test of quick-ack mode and the
+/// `ato` bound) is Linux's after a handshake on an empty path: the RTT plus the 200 ms floor.
+fn new_receiver(spec: &FlowSpec, model: TcpModel) -> Receiver {
+    Receiver::new(
+        spec.mss_bytes,
+        model.delayed_ack,
+        2 * spec.one_way_delay_ns + MIN_RTO_NS,
+    )
 }

@@ -1,16 +1,19 @@
 //! The simulated TCP-like sender.
 //!
 //! Every transmission gets a fresh packet number (so every RTT sample is unambiguous) and
-//! carries one segment of the byte stream. The receiver acknowledges each packet as it
-//! arrives, which gives the sender a complete SACK scoreboard. Loss detection follows RFC 9002
+//! carries one segment of the byte stream. An ACK names the packets the receiver got since
+//! its previous ACK ([`super::receiver`] decides when it acknowledges: Linux's delayed ACKs or
+//! every packet), which gives the sender a complete SACK scoreboard. Loss detection follows RFC 9002
 //! §6.1 (the packet and time thresholds TCP's RACK also uses): a packet is lost once a packet
 //! sent 3 or more later is acknowledged, or once it is older than 9/8 of the RTT when a later
-//! one is acknowledged. The retransmission timer follows RFC 6298 (Linux's 200 ms floor) with
-//! exponential backoff; on expiry everything in flight is lost and the window drops to one
+//! one is acknowledged. The retransmission timer follows RFC 6298 with Linux's 200 ms floor
+//! on the variance term (`srtt + max(4 rttvar, 200 ms)`, [`Sender::linux_rto`]; off: RFC
+//! 6298's `max(srtt + 4 rttvar, 200 ms)`) and exponential backoff; on expiry everything in flight is lost and the window drops to one
 //! segment, as the kernel does before congestion control reacts. Delivery rate is sampled per
 //! ACK as Linux's `tcp_rate.c` does.
 //!
-//! Left out: delayed ACKs, receive windows, Nagle, TSO/GSO bursts, SACK reneging, F-RTO and
+//! Loss recovery around the built-in congestion controls (sequence-based, PRR) is
+//! [`super::recovery`]'s. Left out: receive windows, Nagle, TSO/GSO bursts, SACK reneging, F-RTO and
 //! the spurious-retransmission undo.
 
 use std::collections::VecDeque;
@@ -28,6 +31,8 @@ const PACKET_THRESHOLD: u64 = 3;
 enum PktState {
     InFlight,
     Acked,
+    /// Acknowledged by the ACK being processed (within [`Sender::on_ack_many`] only).
+    AckedNow,
     Lost,
 }
 
@@ -52,6 +57,10 @@ pub struct AckOutcome {
     pub rtt_ns: u64,
     /// The flow's last byte has now been delivered.
     pub completed: bool,
+    /// Packets this ACK newly acknowledged or SACKed, each counted once (Linux's
+    /// `acked_sacked`, `tcp_newly_delivered`): a segment SACKed earlier and now covered by the
+    /// cumulative ACK is not counted again, unlike in `prims.packets_acked`.
+    pub delivered_pkts: u32,
 }
 
 /// Sender state of one flow.
@@ -98,6 +107,12 @@ pub struct Sender {
     pub lost_pkts: u64,
     /// Timeouts.
     pub timeouts: u64,
+    /// Packets sent (new and retransmitted).
+    sent_total: u64,
+    /// Linux's retransmission timeout, `srtt + max(4 rttvar, 200 ms)` (`__tcp_set_rto` with
+    /// `rttvar_us` at least `tcp_rto_min`), instead of RFC 6298's `max(srtt + 4 rttvar,
+    /// 200 ms)`.
+    pub linux_rto: bool,
 }
 
 impl Sender {
@@ -134,7 +149,35 @@ impl Sender {
             retransmits: 0,
             lost_pkts: 0,
             timeouts: 0,
+            sent_total: 0,
+            linux_rto: false,
         }
+    }
+
+    /// Packets sent so far (new and retransmitted).
+    pub fn sent_total(&self) -> u64 {
+        self.sent_total
+    }
+
+    /// Lowest segment not yet delivered in order (`snd_una`).
+    pub fn snd_una_seg(&self) -> u64 {
+        self.cum_seg
+    }
+
+    /// Next new segment (`snd_nxt`).
+    pub fn snd_nxt_seg(&self) -> u64 {
+        self.next_new_seg
+    }
+
+    /// Packets in flight (sent, neither acknowledged nor declared lost).
+    pub fn inflight_pkts(&self) -> u32 {
+        self.inflight_pkts
+    }
+
+    /// The segment packet `pn` carries, while the sender still tracks it.
+    pub fn seg_of(&self, pn: u64) -> Option<u64> {
+        let i = pn.checked_sub(self.base_pn)?;
+        self.packets.get(i as usize).map(|p| p.seg)
     }
 
     /// Segment size, bytes.
@@ -231,6 +274,7 @@ impl Sender {
         }
         let pn = self.next_pn;
         self.next_pn += 1;
+        self.sent_total += 1;
         self.packets.push_back(SentPacket {
             seg,
             bytes,
@@ -255,6 +299,8 @@ impl Sender {
     fn rto_ns(&self) -> u64 {
         let base = if self.srtt_ns == 0 {
             INITIAL_RTO_NS
+        } else if self.linux_rto {
+            self.srtt_ns + (4 * self.rttvar_ns).max(MIN_RTO_NS)
         } else {
             (self.srtt_ns + 4 * self.rttvar_ns).max(MIN_RTO_NS)
         };
@@ -266,29 +312,89 @@ impl Sender {
         self.packets.get_mut(i as usize)
     }
 
-    /// Packet `pn` was acknowledged at `now_ns`.
+    /// Packet `pn` was acknowledged at `now_ns` (an ACK covering one packet).
     pub fn on_ack(&mut self, pn: u64, now_ns: u64) -> AckOutcome {
+        self.on_ack_many(&[pn], now_ns)
+    }
+
+    /// One ACK covering packets `pns` (in the order they arrived at the receiver) reached the
+    /// sender at `now_ns`. As Linux's `tcp_clean_rtx_queue`: the RTT sample that feeds the
+    /// smoothed RTT (and [`AckOutcome::rtt_ns`]) is the oldest newly acknowledged packet's
+    /// (`seq_rtt`, which carries the receiver's ACK delay), the one reported to congestion
+    /// control and the minimum RTT is the newest's (`ca_rtt`, `rate_sample.rtt_us`), and the
+    /// delivery-rate sample is taken from the most recently sent packet (`tcp_rate.c`).
+    pub fn on_ack_many(&mut self, pns: &[u64], now_ns: u64) -> AckOutcome {
         let mut out = AckOutcome::default();
-        let Some(p) = self.packet_mut(pn).map(|p| *p) else {
+        let mut oldest_sent: Option<u64> = None;
+        let mut newest: Option<SentPacket> = None;
+        let mut bytes_acked = 0u64;
+        let mut packets_acked = 0u32;
+        let mut bytes_sacked = 0u32;
+        let mut packets_sacked = 0u32;
+        // Pass 1: each newly delivered packet (marked `AckedNow` until pass 3).
+        for &pn in pns {
+            let Some(p) = self.packet_mut(pn).map(|p| *p) else {
+                continue;
+            };
+            if matches!(p.state, PktState::Acked | PktState::AckedNow) {
+                continue;
+            }
+            if let Some(pk) = self.packet_mut(pn) {
+                pk.state = PktState::AckedNow;
+            }
+            if p.state == PktState::InFlight {
+                self.inflight_bytes -= u64::from(p.bytes);
+                self.inflight_pkts -= 1;
+            }
+            self.largest_acked_pn = Some(self.largest_acked_pn.map_or(pn, |l| l.max(pn)));
+            oldest_sent = Some(oldest_sent.map_or(p.sent_ns, |o| o.min(p.sent_ns)));
+            if newest.is_none_or(|n| p.sent_ns >= n.sent_ns) {
+                newest = Some(p);
+            }
+            self.delivered_bytes += u64::from(p.bytes);
+            out.delivered_pkts += 1;
+            if let Some(idx) = p.seg.checked_sub(self.cum_seg) {
+                let idx = idx as usize;
+                if self.seg_acked.len() <= idx {
+                    self.seg_acked.resize(idx + 1, false);
+                }
+                self.seg_acked[idx] = true;
+            }
+        }
+        let (Some(oldest_sent), Some(p)) = (oldest_sent, newest) else {
             return self.finish_ack(out);
         };
-        if p.state == PktState::Acked {
-            return self.finish_ack(out);
+        // Pass 2: the cumulative advance.
+        while self.seg_acked.front() == Some(&true) {
+            self.seg_acked.pop_front();
+            bytes_acked += u64::from(self.seg_bytes(self.cum_seg));
+            packets_acked += 1;
+            self.cum_seg += 1;
         }
-        if let Some(pk) = self.packet_mut(pn) {
-            pk.state = PktState::Acked;
+        // Pass 3: newly delivered packets beyond the cumulative point are SACKed.
+        for &pn in pns {
+            let cum = self.cum_seg;
+            if let Some(pk) = self.packet_mut(pn)
+                && pk.state == PktState::AckedNow
+            {
+                pk.state = PktState::Acked;
+                if pk.seg >= cum {
+                    bytes_sacked += pk.bytes;
+                    packets_sacked += 1;
+                }
+            }
         }
-        if p.state == PktState::InFlight {
-            self.inflight_bytes -= u64::from(p.bytes);
-            self.inflight_pkts -= 1;
-        }
-        self.largest_acked_pn = Some(self.largest_acked_pn.map_or(pn, |l| l.max(pn)));
+        out.prims.bytes_acked = bytes_acked.min(u64::from(u32::MAX)) as u32;
+        out.prims.packets_acked = packets_acked;
+        out.prims.bytes_misordered = bytes_sacked;
+        out.prims.packets_misordered = packets_sacked;
 
-        // RTT (RFC 6298 §2).
-        let rtt = now_ns.saturating_sub(p.sent_ns).max(1);
+        // RTT (RFC 6298 §2) from the oldest newly acknowledged packet.
+        let rtt = now_ns.saturating_sub(oldest_sent).max(1);
+        let ca_rtt = now_ns.saturating_sub(p.sent_ns).max(1);
         out.rtt_ns = rtt;
-        self.latest_rtt_ns = rtt;
-        self.min_rtt_ns = self.min_rtt_ns.min(rtt);
+        self.latest_rtt_ns = ca_rtt;
+        self.min_rtt_ns = self.min_rtt_ns.min(ca_rtt);
         if self.srtt_ns == 0 {
             self.srtt_ns = rtt;
             self.rttvar_ns = rtt / 2;
@@ -298,8 +404,7 @@ impl Sender {
         }
         self.rto_backoff = 0;
 
-        // Delivery-rate sample (tcp_rate.c).
-        self.delivered_bytes += u64::from(p.bytes);
+        // Delivery-rate sample (tcp_rate.c) from the most recently sent packet.
         self.delivered_ns = now_ns;
         self.first_tx_ns = p.sent_ns;
         let delivered = self.delivered_bytes - p.delivered_at_send;
@@ -312,33 +417,7 @@ impl Sender {
             .checked_div(send_elapsed)
             .unwrap_or(out.prims.rate_incoming);
 
-        // Scoreboard: in-order advance versus out-of-order delivery.
-        let idx = p.seg.checked_sub(self.cum_seg);
-        if let Some(idx) = idx {
-            let idx = idx as usize;
-            if self.seg_acked.len() <= idx {
-                self.seg_acked.resize(idx + 1, false);
-            }
-            if !self.seg_acked[idx] {
-                self.seg_acked[idx] = true;
-                let mut advanced_bytes = 0u64;
-                let mut advanced_pkts = 0u32;
-                while self.seg_acked.front() == Some(&true) {
-                    self.seg_acked.pop_front();
-                    advanced_bytes += u64::from(self.seg_bytes(self.cum_seg));
-                    advanced_pkts += 1;
-                    self.cum_seg += 1;
-                }
-                if advanced_pkts > 0 {
-                    out.prims.bytes_acked = advanced_bytes.min(u64::from(u32::MAX)) as u32;
-                    out.prims.packets_acked = advanced_pkts;
-                } else {
-                    out.prims.bytes_misordered = p.bytes;
-                    out.prims.packets_misordered = 1;
-                }
-            }
-        }
-        out.prims.rtt_sample_us = (rtt / 1_000).max(1);
+        out.prims.rtt_sample_us = (ca_rtt / 1_000).max(1);
         out.prims.lost_pkts_sample = self.detect_losses(now_ns);
         self.rto_deadline_ns = if self.inflight_pkts > 0 {
             Some(now_ns + self.rto_ns())
@@ -508,5 +587,27 @@ mod tests {
         let r = last.prims.rate_incoming;
         assert!((950_000..=1_050_000).contains(&r), "{:?}", last.prims);
         assert_eq!(last.prims.rtt_sample_us, 10_000);
+    }
+
+    /// One ACK for two packets (a delayed ACK): both are acknowledged, the RTT that feeds the
+    /// smoothed RTT is the older packet's (it waited for the second), the one reported to
+    /// congestion control the newer's.
+    #[test]
+    fn a_delayed_ack_covers_two_packets() {
+        let mut s = Sender::new(1000, 10_000, None);
+        s.send(0);
+        s.send(1_000_000);
+        let a = s.on_ack_many(&[0, 1], 21_000_000);
+        assert_eq!((a.prims.bytes_acked, a.prims.packets_acked), (2000, 2));
+        assert_eq!(a.prims.packets_misordered, 0);
+        assert_eq!(a.rtt_ns, 21_000_000, "seq_rtt: the oldest");
+        assert_eq!(a.prims.rtt_sample_us, 20_000, "ca_rtt: the newest");
+        assert_eq!(s.srtt_ns(), 21_000_000);
+        // Out of order within one ACK: a SACKed segment that the same ACK then covers
+        // cumulatively counts as acknowledged, once.
+        s.send(2_000_000);
+        s.send(2_000_000);
+        let a = s.on_ack_many(&[3, 2], 30_000_000);
+        assert_eq!((a.prims.packets_acked, a.prims.packets_misordered), (2, 0));
     }
 }

@@ -760,6 +760,7 @@ impl RowCtx<'_> {
             utilization: 0.0,
             mean_rtt_ms: 0.0,
             p95_rtt_ms: 0.0,
+            p95_srtt_ms: 0.0,
             mean_qdelay_ms: 0.0,
             p95_qdelay_ms: 0.0,
             loss_rate: 0.0,
@@ -791,6 +792,7 @@ fn fill_metrics(row: &mut FlowRow, r: &FlowResult, duration_ns: u64, capacity_bp
         percentile_unsorted(&mut samples.to_vec(), 950).map_or(0.0, |us| f64::from(us) / 1e3)
     };
     row.p95_rtt_ms = p95_ms(&r.rtt_samples_us);
+    row.p95_srtt_ms = p95_ms(&r.srtt_samples_us);
     row.mean_qdelay_ms = r.mean_queue_delay_us() / 1e3;
     row.p95_qdelay_ms = p95_ms(&r.queue_delay_samples_us);
     row.loss_rate = if r.packets_sent == 0 {

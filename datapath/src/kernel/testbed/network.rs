@@ -271,6 +271,8 @@ fn as_flow_result(k: &KernelFlow, spec: &FlowSpec, base_rtt_us: u32, every_ns: u
         packets_lost: k.retrans_segs,
         retransmits: k.retrans_segs,
         timeouts: 0,
+        // The kernel's RTT samples are its smoothed RTT already.
+        srtt_samples_us: rtt_samples_us.clone(),
         rtt_samples_us,
         queue_delay_samples_us,
         min_rtt_ns: u64::from(k.min_rtt_us) * 1000,
