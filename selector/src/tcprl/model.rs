@@ -21,7 +21,7 @@ use ort::value::TensorRef;
 use serde::Deserialize;
 
 use super::step::{StepLength, observation_len};
-use crate::onnx::{OnnxError, candidate_map, check_outlet, runtime};
+use crate::onnx::{OnnxError, check_outlet, runtime};
 
 /// Version of the observation schema (`tcprl::step::observation`).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -64,7 +64,8 @@ pub struct TcpRlModel {
     dnc: Option<Mutex<Session>>,
     sidecar: TcpRlSidecar,
     step: StepLength,
-    to_model: Vec<usize>,
+    /// For each of the selector's candidates, the model's index (`None`: not the model's).
+    to_model: Vec<Option<usize>>,
     dir: PathBuf,
 }
 
@@ -97,9 +98,25 @@ fn session(path: &Path, library: Option<&Path>) -> Result<Session, OnnxError> {
         })
 }
 
+/// For each of the selector's candidates, the model's index of the same name; `None` unless
+/// every model candidate is among the selector's, each once.
+fn subset_map(model: &[String], selector: &[&str]) -> Option<Vec<Option<usize>>> {
+    let map: Vec<Option<usize>> = selector
+        .iter()
+        .map(|s| model.iter().position(|m| m == s))
+        .collect();
+    let mut seen = vec![0u32; model.len()];
+    for i in map.iter().flatten() {
+        seen[*i] += 1;
+    }
+    seen.iter().all(|&n| n == 1).then_some(map)
+}
+
 impl TcpRlModel {
-    /// Loads `sidecar` (`tcprl.json`) and its networks for a selector over `candidates` (the
-    /// model's, each once, in any order), with the library of [`crate::onnx::resolve_library`].
+    /// Loads `sidecar` (`tcprl.json`) and its networks for a selector over `candidates`, which
+    /// must include each of the model's once, in any order (a selector with more candidates
+    /// than the model was trained with runs it over the model's: the others are never chosen),
+    /// with the library of [`crate::onnx::resolve_library`].
     pub fn load(sidecar: &Path, candidates: &[&str]) -> Result<Self, OnnxError> {
         Self::load_with_library(sidecar, candidates, None)
     }
@@ -132,14 +149,14 @@ impl TcpRlModel {
                 sidecar.schema_version.to_string(),
             ));
         }
-        let Some(to_model) = candidate_map(&sidecar.candidates, candidates) else {
+        let Some(to_model) = subset_map(&sidecar.candidates, candidates) else {
             return Err(mismatch(
                 "candidates",
-                format!("the selector's {candidates:?}, each once, in any order"),
+                format!("each of them once among the selector's {candidates:?}"),
                 format!("{:?}", sidecar.candidates),
             ));
         };
-        let obs_dim = observation_len(sidecar.window, candidates.len());
+        let obs_dim = observation_len(sidecar.window, sidecar.candidates.len());
         if sidecar.window == 0 || sidecar.obs_dim != obs_dim {
             return Err(mismatch(
                 "obs_dim",
@@ -177,7 +194,7 @@ impl TcpRlModel {
             expected,
             found,
         };
-        let n = candidates.len();
+        let n = sidecar.candidates.len();
         let h = sidecar.hidden;
         check_outlet(policy.inputs(), "obs", obs_dim, "input", &pm)?;
         check_outlet(policy.inputs(), "h_in", h, "input", &pm)?;
@@ -228,7 +245,12 @@ impl TcpRlModel {
 
     /// The model's index of the selector's candidate `candidate`.
     pub fn model_index(&self, candidate: usize) -> Option<usize> {
-        self.to_model.get(candidate).copied()
+        self.to_model.get(candidate).copied().flatten()
+    }
+
+    /// The selector's number of candidates.
+    pub fn selector_len(&self) -> usize {
+        self.to_model.len()
     }
 
     /// One policy step: writes the candidate probabilities (model order) to `probs` and
@@ -245,7 +267,7 @@ impl TcpRlModel {
             (obs.len(), self.sidecar.obs_dim),
             (h.len(), hidden),
             (c.len(), hidden),
-            (probs.len(), self.to_model.len()),
+            (probs.len(), self.sidecar.candidates.len()),
         ] {
             if len != want {
                 return Err(OnnxError::InputLength {
@@ -280,7 +302,7 @@ impl TcpRlModel {
         let Some(dnc) = &self.dnc else {
             return Ok(None);
         };
-        let want = 2 * self.sidecar.obs_dim + self.to_model.len();
+        let want = 2 * self.sidecar.obs_dim + self.sidecar.candidates.len();
         if x.len() != want {
             return Err(OnnxError::InputLength {
                 expected: want,
@@ -292,5 +314,21 @@ impl TcpRlModel {
         let out = s.run(ort::inputs!["x" => t])?;
         let (_, p) = out["p_change"].try_extract_tensor::<f32>()?;
         Ok(p.first().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subset_map;
+
+    #[test]
+    fn a_selector_may_hold_more_candidates_than_the_model_but_not_fewer() {
+        let model = ["a".to_string(), "b".to_string()];
+        assert_eq!(
+            subset_map(&model, &["b", "x", "a"]),
+            Some(vec![Some(1), None, Some(0)])
+        );
+        assert_eq!(subset_map(&model, &["a"]), None);
+        assert_eq!(subset_map(&model, &["a", "b", "a"]), None);
     }
 }

@@ -57,7 +57,7 @@ impl TcpRlPolicy {
             h: vec![0.0; hidden],
             c: vec![0.0; hidden],
             model_probs: vec![0.0; n],
-            probs: vec![0.0; n],
+            probs: vec![0.0; model.selector_len()],
             last: None,
             dnc_input: Vec::new(),
             obs: Vec::new(),

@@ -13,7 +13,8 @@
 //! - RTT samples are the kernel's smoothed RTT (`tcpi_rtt`) every 10 ms, not one per ACK;
 //!   queueing delay is that minus the flow's propagation RTT.
 //! - Loss (dropped, lost, retransmitted) is the flow's retransmitted segments (the
-//!   bottleneck's drops are not attributed to flows); no timeouts are counted.
+//!   bottleneck's drops are not attributed to flows); timeouts are the entries into the Loss
+//!   state seen in the 10 ms samples.
 //! - A flow's throughput counts from its scheduled start, like the simulator's.
 //!
 //! Not supported (a [`KernelNetworkError::Unsupported`]): on/off flows, ACK aggregation, a
@@ -270,7 +271,12 @@ fn as_flow_result(k: &KernelFlow, spec: &FlowSpec, base_rtt_us: u32, every_ns: u
         packets_dropped: k.retrans_segs,
         packets_lost: k.retrans_segs,
         retransmits: k.retrans_segs,
-        timeouts: 0,
+        // Entries into TCP_CA_Loss (4) seen in the 10 ms samples: retransmission timeouts.
+        timeouts: k
+            .samples
+            .windows(2)
+            .filter(|w| w[1].ca_state == 4 && w[0].ca_state != 4)
+            .count() as u64,
         // The kernel's RTT samples are its smoothed RTT already.
         srtt_samples_us: rtt_samples_us.clone(),
         rtt_samples_us,
