@@ -207,7 +207,13 @@ mod tests {
             alg: "no-such-algorithm".into(),
         });
         assert!(unknown.delivered_bytes > 100_000);
-        for name in registry::global().names() {
+        for e in registry::global().entries() {
+            let name = e.name;
+            // A learned algorithm without its model (LP-TCP with no forest) runs as the rule
+            // it builds on, NewReno: that is Reno's run, and tools refuse to start it.
+            if e.config.ready().is_err() {
+                continue;
+            }
             let r = run_alone(resolve(name).unwrap());
             assert!(r.delivered_bytes > 100_000, "{name} moved no data");
             assert_eq!(r.vm_faults, 0, "{name}");

@@ -44,10 +44,12 @@ fn capped_runs_as_a_scheme_next_to_the_suite() {
     assert_eq!(capped[col("status")], "ok");
     let p95 = |r: &Vec<&str>| r[col("p95_rtt_ms")].parse::<f64>().unwrap();
     let util = |r: &Vec<&str>| r[col("utilization")].parse::<f64>().unwrap();
-    // A 4-BDP buffer: Cubic fills it; the delay cap keeps the queue near 25 ms.
+    let qdelay = |r: &Vec<&str>| r[col("mean_qdelay_ms")].parse::<f64>().unwrap();
+    // A 4-BDP buffer: Cubic fills it; the delay cap keeps the mean queueing delay near its
+    // 25 ms (the 5-s run's slow start overshoots above it, so the p95 is higher).
     assert!(util(capped) > 0.8, "{capped:?}");
     assert!(
-        p95(capped) < 40.0 + 45.0 && p95(capped) < p95(cubic),
+        qdelay(capped) < 35.0 && p95(capped) < p95(cubic),
         "{capped:?} {cubic:?}"
     );
     let list = Command::new(env!("CARGO_BIN_EXE_my-ccp-eval"))
