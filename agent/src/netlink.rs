@@ -24,7 +24,7 @@ const CCP_GROUP: libc::c_int = 22;
 /// Length of `struct nlmsghdr`.
 pub const NLMSG_HDRLEN: usize = 16;
 /// Largest netlink message received whole (payload and header).
-const RECV_BUF: usize = 65_536;
+const RECV_BUF: usize = 8_192;
 
 fn os_err(what: &str) -> portus::Error {
     portus::Error(format!(

@@ -17,7 +17,7 @@
 //! The stand-in's limit: when the pty is slow to move bytes (a loaded machine), two messages
 //! can still reach the agent in one read; the test bounds how often (at most 1 in 50).
 
-#![allow(clippy::expect_used, clippy::unwrap_used)]
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::too_many_lines)]
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

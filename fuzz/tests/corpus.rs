@@ -98,9 +98,12 @@ fn seeds_are_accepted_by_their_parsers() {
             "agent_guard" => ccp_agent::guard::check(&s.bytes)
                 .map(|_| ())
                 .map_err(|e| format!("{e:?}")),
-            "wire" => ccp_datapath::runtime::wire::decode_agent_msg(&s.bytes, &Default::default())
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
+            "wire" => ccp_datapath::runtime::wire::decode_agent_msg(
+                &s.bytes,
+                &ccp_datapath::runtime::wire::DecodeLimits::default(),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
             _ => Ok(()),
         };
         assert!(
