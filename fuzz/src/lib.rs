@@ -77,7 +77,7 @@ pub fn wire(data: &[u8]) {
 }
 
 /// Bytes of one fuzzed [`Primitives`] (see [`prims`]).
-pub(crate) const PRIMS_LEN: usize = 48;
+pub const PRIMS_LEN: usize = 48;
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut w = [0u8; 4];
