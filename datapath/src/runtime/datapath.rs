@@ -214,11 +214,11 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
                 let regs = &conn.regs;
                 let cwnd = regs.implicit(implicit::CWND);
                 if cwnd > 0 {
-                    actions.cwnd_bytes = Some(saturate_u32(cwnd));
+                    actions.cwnd_bytes = Some(cwnd as u32);
                 }
                 let rate = regs.implicit(implicit::RATE);
                 if rate != 0 {
-                    actions.rate_bytes_per_sec = Some(saturate_u32(rate));
+                    actions.rate_bytes_per_sec = Some(rate as u32);
                 }
                 if regs.implicit(implicit::SHOULD_REPORT) != 0 {
                     let fields = &conn.regs.report()[..program.num_to_return];
@@ -647,20 +647,14 @@ fn apply_staged(
         if let Some(c) = conn.pending.cwnd.take() {
             conn.regs.set_implicit(implicit::CWND, c);
             if c != 0 {
-                actions.cwnd_bytes = Some(saturate_u32(c));
+                actions.cwnd_bytes = Some(c as u32);
             }
         }
         if let Some(r) = conn.pending.rate.take() {
             conn.regs.set_implicit(implicit::RATE, r);
             if r != 0 {
-                actions.rate_bytes_per_sec = Some(saturate_u32(r));
+                actions.rate_bytes_per_sec = Some(r as u32);
             }
         }
     }
-}
-
-/// A 64-bit register as a 32-bit window or rate: values above `u32::MAX` saturate (cutting
-/// them would turn 2^32 into 0, a window that stops the flow).
-fn saturate_u32(v: u64) -> u32 {
-    u32::try_from(v).unwrap_or(u32::MAX)
 }
