@@ -76,7 +76,7 @@ pub fn wire(data: &[u8]) {
     }
 }
 
-/// Bytes of one fuzzed [`Primitives`] (see [`prims`]).
+/// Bytes of one fuzzed [`Primitives`] in the `datapath` target's input.
 pub const PRIMS_LEN: usize = 48;
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
