@@ -462,12 +462,7 @@ pub fn run(
                 guard,
             )?;
         }
-        IpcKind::Netlink => run_on(
-            portus::ipc::netlink::Socket::<Blocking>::new()?,
-            default,
-            stop,
-            guard,
-        )?,
+        IpcKind::Netlink => run_on(crate::netlink::Socket::new()?, default, stop, guard)?,
         IpcKind::Char => run_on(
             portus::ipc::kp::Socket::<Blocking>::new()?,
             default,

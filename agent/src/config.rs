@@ -426,12 +426,26 @@ fn iw_settings(raw: RawIw, base: &Path) -> Result<IwSettings, ConfigError> {
 /// Reads `start,end,iw` lines (IPv4 addresses, inclusive range, IW in packets; `#` comments,
 /// blank lines and a `start,end,iw` header are skipped). IWs above `max_iw` are an error.
 pub fn read_table(path: &Path, default_iw: u32, max_iw: u32) -> Result<IwTable, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::IwTable {
+        path: path.to_path_buf(),
+        line: 0,
+        message: e.to_string(),
+    })?;
+    parse_table(&text, path, default_iw, max_iw)
+}
+
+/// Parses the text of an IW table file (the format of [`read_table`]); errors name `path`.
+pub fn parse_table(
+    text: &str,
+    path: &Path,
+    default_iw: u32,
+    max_iw: u32,
+) -> Result<IwTable, ConfigError> {
     let err = |line: usize, message: String| ConfigError::IwTable {
         path: path.to_path_buf(),
         line,
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| err(0, e.to_string()))?;
     let mut ranges = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();

@@ -113,6 +113,7 @@ pub mod guard;
 pub mod iw;
 pub mod kernel;
 pub mod learn;
+pub mod netlink;
 pub mod policies;
 pub mod socket;
 

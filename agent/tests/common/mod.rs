@@ -21,6 +21,7 @@ pub(crate) struct Agent {
 
 impl Agent {
     /// Starts `ccp-agent --ipc unix --alg <alg> --name <name> --config <config>`.
+    #[allow(dead_code)]
     pub(crate) fn spawn(alg: &str, config: &Path, name: &str) -> Self {
         let config = config.to_string_lossy();
         Self::spawn_program(
@@ -37,13 +38,22 @@ impl Agent {
     /// stderr lines are echoed with `tag` and collected.
     #[allow(dead_code)]
     pub(crate) fn spawn_program(program: &Path, args: &[&str], sock_name: &str, tag: &str) -> Self {
-        let mut child = Command::new(program)
+        let child = Command::new(program)
             .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let mut agent = Self::adopt(child, tag);
+        agent.sock = Path::new("/tmp/ccp").join(sock_name);
+        agent
+    }
+
+    /// Takes over a started `child` whose stderr is piped (echoed with `tag` and collected);
+    /// it has no unix socket to remove.
+    #[allow(dead_code)]
+    pub(crate) fn adopt(mut child: Child, tag: &str) -> Self {
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let lines = stderr.clone();
         let pipe = child.stderr.take().unwrap();
@@ -57,7 +67,7 @@ impl Agent {
         Self {
             child,
             stderr,
-            sock: Path::new("/tmp/ccp").join(sock_name),
+            sock: PathBuf::new(),
         }
     }
 
@@ -133,6 +143,8 @@ impl Drop for Agent {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.sock);
+        if !self.sock.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.sock);
+        }
     }
 }
