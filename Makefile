@@ -118,7 +118,9 @@ demo: deps
 	$(EVAL) demo
 
 
-test: deps venv
+# The learned selectors' and LP-TCP's models are made first (once; again when models.version
+# changes): the selection benchmark's test and others run the selectors that need them.
+test: deps venv models
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets $(KERNEL_FEATURES) -- -D warnings
 	$(CARGO) test --workspace $(KERNEL_FEATURES)
