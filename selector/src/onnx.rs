@@ -303,16 +303,7 @@ impl OnnxModel {
         candidates: &[&str],
         library: Option<&Path>,
     ) -> Result<Self, OnnxError> {
-        let sidecar_path = model.with_extension("json");
-        let text = std::fs::read_to_string(&sidecar_path).map_err(|source| OnnxError::Io {
-            path: sidecar_path.clone(),
-            source,
-        })?;
-        let sidecar: Sidecar =
-            serde_json::from_str(&text).map_err(|source| OnnxError::Sidecar {
-                path: sidecar_path.clone(),
-                source,
-            })?;
+        let sidecar: Sidecar = read_sidecar(&model.with_extension("json"))?;
         let mismatch = |what, expected: String, found: String| OnnxError::Mismatch {
             path: model.to_path_buf(),
             what,
@@ -443,17 +434,33 @@ pub(crate) fn candidate_map(model: &[String], selector: &[&str]) -> Option<Vec<u
     if model.len() != selector.len() {
         return None;
     }
-    let map = selector
+    subset_map(model, selector)?.into_iter().collect()
+}
+
+/// For each of the selector's candidates, the model's index of the same name (`None`: not the
+/// model's); `None` unless every model candidate is among the selector's, each once.
+pub(crate) fn subset_map(model: &[String], selector: &[&str]) -> Option<Vec<Option<usize>>> {
+    let map: Vec<Option<usize>> = selector
         .iter()
         .map(|s| model.iter().position(|m| m == s))
-        .collect::<Option<Vec<usize>>>()?;
-    let mut seen = vec![false; model.len()];
-    for &i in &map {
-        if std::mem::replace(&mut seen[i], true) {
-            return None;
-        }
+        .collect();
+    let mut seen = vec![0u32; model.len()];
+    for i in map.iter().flatten() {
+        seen[*i] += 1;
     }
-    Some(map)
+    seen.iter().all(|&n| n == 1).then_some(map)
+}
+
+/// A model's JSON sidecar.
+pub(crate) fn read_sidecar<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, OnnxError> {
+    let text = std::fs::read_to_string(path).map_err(|source| OnnxError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| OnnxError::Sidecar {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Per-report feature names for these candidates: [`FEATURES`], then `current=<name>` each.

@@ -21,7 +21,7 @@ use ort::value::TensorRef;
 use serde::Deserialize;
 
 use super::step::{StepLength, observation_len};
-use crate::onnx::{OnnxError, check_outlet, runtime};
+use crate::onnx::{OnnxError, check_outlet, read_sidecar, runtime, subset_map};
 
 /// Version of the observation schema (`tcprl::step::observation`).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -98,20 +98,6 @@ fn session(path: &Path, library: Option<&Path>) -> Result<Session, OnnxError> {
         })
 }
 
-/// For each of the selector's candidates, the model's index of the same name; `None` unless
-/// every model candidate is among the selector's, each once.
-fn subset_map(model: &[String], selector: &[&str]) -> Option<Vec<Option<usize>>> {
-    let map: Vec<Option<usize>> = selector
-        .iter()
-        .map(|s| model.iter().position(|m| m == s))
-        .collect();
-    let mut seen = vec![0u32; model.len()];
-    for i in map.iter().flatten() {
-        seen[*i] += 1;
-    }
-    seen.iter().all(|&n| n == 1).then_some(map)
-}
-
 impl TcpRlModel {
     /// Loads `sidecar` (`tcprl.json`) and its networks for a selector over `candidates`, which
     /// must include each of the model's once, in any order (a selector with more candidates
@@ -127,15 +113,7 @@ impl TcpRlModel {
         candidates: &[&str],
         library: Option<&Path>,
     ) -> Result<Self, OnnxError> {
-        let text = std::fs::read_to_string(sidecar_path).map_err(|source| OnnxError::Io {
-            path: sidecar_path.to_path_buf(),
-            source,
-        })?;
-        let sidecar: TcpRlSidecar =
-            serde_json::from_str(&text).map_err(|source| OnnxError::Sidecar {
-                path: sidecar_path.to_path_buf(),
-                source,
-            })?;
+        let sidecar: TcpRlSidecar = read_sidecar(sidecar_path)?;
         let mismatch = |what, expected: String, found: String| OnnxError::Mismatch {
             path: sidecar_path.to_path_buf(),
             what,
@@ -319,7 +297,7 @@ impl TcpRlModel {
 
 #[cfg(test)]
 mod tests {
-    use super::subset_map;
+    use crate::onnx::subset_map;
 
     #[test]
     fn a_selector_may_hold_more_candidates_than_the_model_but_not_fewer() {
