@@ -55,7 +55,7 @@ mod aimd;
 use ccp_datapath::runtime::transport::{RecvError, SendError};
 use ccp_datapath::runtime::vm::VmError;
 use ccp_datapath::runtime::{
-    Datapath, DatapathConfig, FlowInfo, ManualClock, Primitives, Transport,
+    Datapath, DatapathConfig, FlowInfo, ManualClock, Primitives, Transport, WideValues,
 };
 use portus::lang::{self, Bin, Reg, Scope, Type};
 use portus::serialize;
@@ -1462,6 +1462,8 @@ fn runtime_matches_libccp() {
     let clock = ManualClock::new(VCLOCK_NS.load(Ordering::SeqCst));
     let cfg = DatapathConfig {
         agent_timeout_ns: u64::MAX,
+        // libccp keeps windows and rates in `uint32_t`: a wider value is cut, not saturated.
+        wide_values: WideValues::Truncate,
         ..DatapathConfig::default()
     };
     let ours = Datapath::new(cfg, Recorder(our_sent.clone()), clock.clone());

@@ -118,8 +118,8 @@ fn prims(b: &[u8]) -> Primitives {
 /// measurements cut from the rest, with the clock moving between ACKs.
 ///
 /// Input: a `u16` length `n`, `n` bytes of messages, then measurements of [`PRIMS_LEN`] bytes.
-/// Checked: every invocation returns (an error is fine). A window of 0 is not checked: a
-/// 64-bit `Cwnd` of 2^32 gives one, as in libccp (`fuzz/fuzz/regressions/datapath-cwnd-2-32`).
+/// Checked: every invocation returns (an error is fine) and never hands the flow a window of 0
+/// (a 64-bit `Cwnd` of 2^32 did, as in libccp: `fuzz/fuzz/corpus/datapath/cwnd-2-32`).
 pub fn datapath(data: &[u8]) {
     if data.len() < 2 {
         return;
@@ -152,7 +152,9 @@ pub fn datapath(data: &[u8]) {
         let p = prims(chunk);
         clock.advance_ns(u64::from(chunk[47]) * 100_000 + 1);
         let sid = sids[k % sids.len()];
-        let _ = dp.invoke(sid, &p);
+        if let Ok(a) = dp.invoke(sid, &p) {
+            assert_ne!(a.cwnd_bytes, Some(0), "the datapath applied a window of 0");
+        }
         dp.poll();
     }
     for sid in sids {

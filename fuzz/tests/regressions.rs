@@ -1,18 +1,17 @@
-//! Inputs fuzzing found that are not fixed here (the fix belongs to another part of the
-//! suite): each is a test that fails today, ignored with the reason. They are kept out of the
-//! replayed corpus (`fuzz/fuzz/regressions/`, not `corpus/`) so `cargo test` does not hang.
+//! Inputs fuzzing found that hang rather than fail: each runs here under a time limit, so a
+//! regression fails the test instead of hanging `cargo test`. They are kept out of the replayed
+//! corpus (`fuzz/fuzz/regressions/`, not `corpus/`) for the same reason.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// A model set whose booster file (JSON) describes a tree whose nodes form a cycle: it loads,
-/// and `ModelSet::predict` (forust-ml's `predict_leaf`) then loops forever, so one bad model
-/// file hangs a selector using it. `ModelSet::load` should check that every tree's child
-/// indices only point forward to existing nodes.
+/// A model set whose booster file (JSON) describes a tree whose nodes form a cycle: it loaded,
+/// and `ModelSet::predict` (forust-ml's `predict_leaf`) then looped forever, so one bad model
+/// file hung a selector using it. `ModelSet::load` now checks that every tree's child indices
+/// point forward to existing nodes.
 #[test]
-#[ignore = "hangs: forust-ml predicts forever on a tree with a cycle; ModelSet::load (selector/src/antelope/model.rs) must validate trees"]
 fn a_booster_with_a_cyclic_tree_is_rejected_or_predicts() {
     let path = ccp_fuzz::seeds::repo_root().join("fuzz/fuzz/regressions/model-cyclic-tree-hang");
     let input = std::fs::read(path).unwrap();

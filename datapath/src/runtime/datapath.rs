@@ -9,7 +9,9 @@ use super::program::{Program, implicit};
 use super::transport::{SendError, Transport};
 use super::vm::{self, Now};
 use super::wire::{self, AgentMsg, DecodeError, WireError};
-use super::{Actions, Clock, Control, DatapathConfig, FlowInfo, Primitives, RuntimeError, Stats};
+use super::{
+    Actions, Clock, Control, DatapathConfig, FlowInfo, Primitives, RuntimeError, Stats, WideValues,
+};
 
 /// Receive buffer size: the largest message libccp accepts.
 const RECV_BUF_LEN: usize = wire::MAX_MSG_LEN;
@@ -184,7 +186,15 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
             .set_implicit(implicit::CWND, u64::from(prims.snd_cwnd));
         conn.regs.set_implicit(implicit::RATE, prims.snd_rate);
 
-        apply_staged(conn, &self.programs, self.generation, now_ns, &mut actions);
+        let wide = self.cfg.wide_values;
+        apply_staged(
+            conn,
+            &self.programs,
+            self.generation,
+            now_ns,
+            wide,
+            &mut actions,
+        );
 
         let program = match conn.program {
             Some(r) if r.generation == self.generation && !self.link.in_fallback => {
@@ -214,11 +224,11 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
                 let regs = &conn.regs;
                 let cwnd = regs.implicit(implicit::CWND);
                 if cwnd > 0 {
-                    actions.cwnd_bytes = Some(cwnd as u32);
+                    actions.cwnd_bytes = Some(self.cfg.wide_values.narrow(cwnd));
                 }
                 let rate = regs.implicit(implicit::RATE);
                 if rate != 0 {
-                    actions.rate_bytes_per_sec = Some(rate as u32);
+                    actions.rate_bytes_per_sec = Some(self.cfg.wide_values.narrow(rate));
                 }
                 if regs.implicit(implicit::SHOULD_REPORT) != 0 {
                     let fields = &conn.regs.report()[..program.num_to_return];
@@ -265,7 +275,15 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
                 control: Control::Agent,
                 ..Actions::default()
             };
-            apply_staged(conn, &self.programs, self.generation, now_ns, &mut actions);
+            let wide = self.cfg.wide_values;
+            apply_staged(
+                conn,
+                &self.programs,
+                self.generation,
+                now_ns,
+                wide,
+                &mut actions,
+            );
             if actions.cwnd_bytes.is_some() || actions.rate_bytes_per_sec.is_some() {
                 handed += 1;
                 f(conn.sid, actions);
@@ -633,6 +651,7 @@ fn apply_staged(
     programs: &[Option<Program>],
     generation: u64,
     now_ns: u64,
+    wide: WideValues,
     actions: &mut Actions,
 ) {
     if let Some(staged) = conn.staged.take()
@@ -647,13 +666,13 @@ fn apply_staged(
         if let Some(c) = conn.pending.cwnd.take() {
             conn.regs.set_implicit(implicit::CWND, c);
             if c != 0 {
-                actions.cwnd_bytes = Some(c as u32);
+                actions.cwnd_bytes = Some(wide.narrow(c));
             }
         }
         if let Some(r) = conn.pending.rate.take() {
             conn.regs.set_implicit(implicit::RATE, r);
             if r != 0 {
-                actions.rate_bytes_per_sec = Some(r as u32);
+                actions.rate_bytes_per_sec = Some(wide.narrow(r));
             }
         }
     }

@@ -141,6 +141,36 @@ pub struct DatapathConfig {
     pub max_queued_msgs: usize,
     /// Decoder limits.
     pub limits: wire::DecodeLimits,
+    /// What a window or rate register above `u32::MAX` becomes when handed to the datapath.
+    pub wide_values: WideValues,
+}
+
+/// How a 64-bit `Cwnd` or `Rate` register becomes the 32-bit window or rate a datapath applies.
+///
+/// libccp (and ccp-kernel) store both as `u32` and cut the register's value to its low 32 bits,
+/// so a program or an agent update of 2^32 bytes becomes a window of 0 and the flow stalls.
+/// The runtime saturates by default; [`WideValues::Truncate`] is libccp's behaviour, kept for
+/// the bit-for-bit conformance test against libccp (`tests/conformance.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WideValues {
+    /// Values above `u32::MAX` become `u32::MAX` (the default).
+    #[default]
+    Saturate,
+    /// Values keep their low 32 bits, as libccp's `uint32_t` fields do.
+    Truncate,
+}
+
+impl WideValues {
+    /// The 32-bit value a datapath applies for register value `v`.
+    #[must_use]
+    pub fn narrow(self, v: u64) -> u32 {
+        match self {
+            Self::Saturate => u32::try_from(v).unwrap_or(u32::MAX),
+            // Truncation is the point of this mode (libccp's assignment to `uint32_t`).
+            #[allow(clippy::cast_possible_truncation)]
+            Self::Truncate => v as u32,
+        }
+    }
 }
 
 impl Default for DatapathConfig {
@@ -154,6 +184,7 @@ impl Default for DatapathConfig {
             retry_max_ns: 2_000_000_000,
             max_queued_msgs: 1024,
             limits: wire::DecodeLimits::default(),
+            wide_values: WideValues::Saturate,
         }
     }
 }

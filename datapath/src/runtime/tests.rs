@@ -192,12 +192,11 @@ fn update_field_stages_until_the_next_ack() {
     assert_eq!(a.cwnd_bytes, Some(77_000));
 }
 
-/// Found by fuzzing (`fuzz/fuzz/regressions/datapath-cwnd-2-32`): a window or rate register
-/// above `u32::MAX` is cut to 32 bits, so 2^32 becomes a window of 0. libccp does the same, and
-/// the conformance test (`tests/conformance.rs`) holds the runtime to libccp bit for bit, so
-/// saturating here is a decision about that contract, not a local fix.
+/// Found by fuzzing (`fuzz/fuzz/corpus/datapath/cwnd-2-32`): a window or rate register
+/// above `u32::MAX` was cut to 32 bits as libccp does, so 2^32 became a window of 0 and the
+/// flow stalled. The runtime saturates by default; libccp's cut is `WideValues::Truncate`, which
+/// the conformance test against libccp uses.
 #[test]
-#[ignore = "the runtime cuts 64-bit Cwnd/Rate to u32 as libccp does (2^32 -> window 0); saturating breaks conformance with libccp"]
 fn windows_and_rates_above_32_bits_saturate() {
     let (mut dp, _script, _clock) = setup();
     let (ins, sc) = install_msg(COUNTER);

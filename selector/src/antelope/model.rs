@@ -422,6 +422,10 @@ impl ModelSet {
                     path: bpath.clone(),
                     msg: e.to_string(),
                 })?;
+                check_trees(&b).map_err(|msg| ModelError::Booster {
+                    path: bpath.clone(),
+                    msg,
+                })?;
                 let n = manifest
                     .samples
                     .get(mode_name)
@@ -444,4 +448,45 @@ impl ModelSet {
 /// The reward of a unit under every mode, in [`Mode::ALL`] order.
 pub fn rewards(unit: &super::unit::UnitStats) -> [f64; 3] {
     Mode::ALL.map(|m| reward(unit, m))
+}
+
+/// Checks that a booster read from a file can be evaluated: forust-ml walks each tree from node
+/// 0 by child index until a leaf, without bounds or cycle checks, so a file whose tree points
+/// backwards (or at itself) makes `predict` loop forever and one past the end panics. Every
+/// split must name one of the model's features and point forward to existing nodes (forust
+/// numbers children after their parent), and every leaf weight must be finite.
+fn check_trees(b: &GradientBooster) -> Result<(), String> {
+    for (t, tree) in b.trees.iter().enumerate() {
+        if tree.nodes.is_empty() {
+            return Err(format!("tree {t} has no nodes"));
+        }
+        let len = tree.nodes.len();
+        for (i, node) in tree.nodes.iter().enumerate() {
+            if node.is_leaf {
+                if !node.weight_value.is_finite() {
+                    return Err(format!("tree {t}, node {i}: leaf weight is not finite"));
+                }
+                continue;
+            }
+            if node.split_feature >= FEATURE_NAMES.len() {
+                return Err(format!(
+                    "tree {t}, node {i}: split on feature {} of {}",
+                    node.split_feature,
+                    FEATURE_NAMES.len()
+                ));
+            }
+            for (what, child) in [
+                ("left", node.left_child),
+                ("right", node.right_child),
+                ("missing", node.missing_node),
+            ] {
+                if child <= i || child >= len {
+                    return Err(format!(
+                        "tree {t}, node {i}: {what} child {child} is not a later node of {len}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -93,6 +93,44 @@ fn trained_models_rank_candidates_as_the_data_does_and_survive_a_round_trip() {
     assert_eq!(again[0], f64::NEG_INFINITY);
 }
 
+/// forust-ml evaluates a tree by following child indices without checks: a booster file whose
+/// tree points back (a cycle) would hang `predict`, one whose split names a feature we do not
+/// have would panic. `ModelSet::load` refuses both.
+#[test]
+fn boosters_whose_trees_cannot_be_evaluated_are_refused() {
+    let dir = tempdir();
+    ModelSet::train(&synthetic(200), 20)
+        .unwrap()
+        .save(&dir)
+        .unwrap();
+    let file = dir.join("default-bbr.json");
+    let good = std::fs::read_to_string(&file).unwrap();
+    // 0: a child pointing at its own node, 1: a child past the end, 2: a feature we lack.
+    let broken = |edit: u8| {
+        let mut b = forust_ml::GradientBooster::from_json(&good).unwrap();
+        let node = b.trees[0]
+            .nodes
+            .iter_mut()
+            .find(|n| !n.is_leaf)
+            .expect("a split");
+        match edit {
+            0 => node.left_child = node.num,
+            1 => node.right_child = 10_000,
+            _ => node.split_feature = 7,
+        }
+        std::fs::write(&file, b.json_dump().unwrap()).unwrap();
+        ModelSet::load(&dir).unwrap_err().to_string()
+    };
+    let e = broken(0);
+    assert!(e.contains("is not a later node"), "{e}");
+    let e = broken(1);
+    assert!(e.contains("is not a later node"), "{e}");
+    let e = broken(2);
+    assert!(e.contains("split on feature 7 of 7"), "{e}");
+    std::fs::write(&file, good).unwrap();
+    assert!(ModelSet::load(&dir).is_ok());
+}
+
 #[test]
 fn bad_model_files_are_refused_with_the_reason() {
     let dir = tempdir();
