@@ -62,7 +62,7 @@ def trained(tiny: pathlib.Path):
         rollout=8,
         iterations=400,
         beta_decay_iterations=200,
-        lr=2e-3,
+        lr=1e-3,
         seed=2,
     )
     return cfg, a2c.train(cfg)
@@ -78,12 +78,27 @@ def test_a_tiny_policy_learns_to_beat_a_random_one(trained) -> None:
     assert sorted(res.candidates) == sorted(NINE), res.candidates
     learned = a2c.evaluate(res.params, cfg, 8, seed=99)
     random = a2c.evaluate(None, cfg, 8, seed=99, policy="random")
-    # On the simulator with Linux's delayed ACKs, recovery and Cubic the tiny policy's margin
-    # over random fell from > 0.05 to 0.045 (seeded: the same every run).
-    assert learned > random + 0.02, (learned, random)
+    # Seeded, so the same every run: -1.203 against random's -1.422. Random switching beats
+    # every fixed candidate here (Copa, the best, -1.47), so the policy must learn when to
+    # switch. Not every seed finds it: of seeds 0-7, five reach a margin >= 0.2 and three stay
+    # within 0.01 of random or below it.
+    assert learned > random + 0.1, (learned, random)
     # The entropy weight decayed as configured and the policy sharpened.
     assert res.curve[-1]["beta"] == pytest.approx(0.01)
     assert res.curve[-1]["entropy"] < res.curve[0]["entropy"]
+
+
+def test_a_rollout_that_refills_its_observations_does_not_change_the_recorded_inputs() -> None:
+    # The training loop refilled one observation array in place every step while the trace
+    # held references to it, so every step's first-layer gradient used the last observation.
+    rng = np.random.default_rng(0)
+    p = net.init_params(6, 3, rng, 8)
+    x = rng.normal(size=(2, 6))
+    seen = x.copy()
+    tr = net.Trace()
+    net.step(p, x, np.zeros((2, 8)), np.zeros((2, 8)), tr)
+    x[:] = 0.0
+    assert np.array_equal(tr.x[0], seen)
 
 
 def test_training_is_reproducible(tiny: pathlib.Path) -> None:

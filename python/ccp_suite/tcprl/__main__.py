@@ -59,6 +59,7 @@ def train_all(cfg: a2c.Config, out: pathlib.Path, dnc_conditions: int, dnc_episo
         "candidates": res.candidates,
         "policy_wall_s": round(res.wall_s, 1),
         "policy_env_steps": res.env_steps,
+        "worker_restarts": res.worker_restarts,
         "curve": res.curve,
     }
     dnc_params, threshold = None, 0.5
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--reward-scale", type=float, default=d.reward_scale)
     t.add_argument("--beta-decay-iterations", type=int, default=None, help="default: --iterations")
     t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--ray-workers", type=int, default=0, help="step the environments in N Ray actors (0: in process)")
+    t.add_argument("--ray-address", default=None, help="Ray cluster address (default: a local cluster of N CPUs)")
     t.add_argument("--dnc-conditions", type=int, default=40, help="0: no DNC")
     t.add_argument("--dnc-episodes", type=int, default=2)
     r = sub.add_parser("dnc", help="retrain only the DNC of a trained model in --out (same seed, same data)")
@@ -130,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         reward_scale=a.reward_scale,
         beta_decay_iterations=a.beta_decay_iterations,
         seed=a.seed,
+        ray_workers=a.ray_workers,
+        ray_address=a.ray_address,
     )
 
     def log(point):

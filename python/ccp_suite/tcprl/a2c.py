@@ -10,6 +10,9 @@ compared in (Wu et al., ACKTR, 2017). Each environment starts every episode on a
 candidate (TCP-RL's random initial scheme); the entropy weight decays linearly from 0.5 to
 0.01; gamma is 0.99.
 
+The environments run in the learner's process or as Ray actors (`rollout.py`,
+`Config.ray_workers`); the learner draws every action, so both give the same run.
+
 Deviations, stated: Adam with learning rate 1e-3 instead of 1e-4 (short budgets), rewards
 scaled by `reward_scale` (0.1) so returns over a 30-step episode stay in single digits, and
 truncated backpropagation through time over each rollout.
@@ -51,6 +54,10 @@ class Config:
     clip: float = 1.0
     seed: int = 0
     hidden: int = net.HIDDEN
+    # Rollout workers as Ray actors (`rollout.RayEnvs`): 0 steps the environments in this
+    # process; N > 0 splits them over N actors, on the cluster at `ray_address` or a local one.
+    ray_workers: int = 0
+    ray_address: str | None = None
     extra: dict = field(default_factory=dict)
 
     def beta(self, it: int) -> float:
@@ -76,6 +83,25 @@ def make_env(cfg: Config, **overrides):
     return SelectEnv(**kw)
 
 
+class EnvMaker:
+    """Builds environment `i` of a run (picklable, for Ray workers)."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    def __call__(self, i: int):
+        return make_env(self.cfg)
+
+
+def make_envs(cfg: Config):
+    """The run's `cfg.envs` environments: in process, or over `cfg.ray_workers` Ray actors."""
+    from . import rollout
+
+    if cfg.ray_workers > 0:
+        return rollout.RayEnvs(EnvMaker(cfg), cfg.envs, cfg.ray_workers, cfg.ray_address, cfg.seed)
+    return rollout.LocalEnvs(EnvMaker(cfg), list(range(cfg.envs)))
+
+
 @dataclass
 class Result:
     """A trained policy and how it got there."""
@@ -86,19 +112,27 @@ class Result:
     curve: list  # per logged iteration: dict
     wall_s: float
     env_steps: int
+    worker_restarts: int = 0
 
 
 def train(cfg: Config, log=None) -> Result:
     """Runs A2C for `cfg.iterations` rollouts; returns the parameters and the curve (mean
     step reward of the rollouts, unscaled, per 10 iterations)."""
     rng = np.random.default_rng(cfg.seed)
-    envs = [make_env(cfg) for _ in range(cfg.envs)]
-    candidates = envs[0].candidates
-    obs_dim = envs[0].observation_space.shape[0]
+    envs = make_envs(cfg)
+    try:
+        return _train(cfg, envs, rng, log)
+    finally:
+        if hasattr(envs, "close"):
+            envs.close()
+
+
+def _train(cfg: Config, envs, rng, log) -> Result:
+    candidates, obs_dim = envs.spaces()
     A = len(candidates)
     p = net.init_params(obs_dim, A, rng, cfg.hidden)
     opt = net.Adam(p, lr=cfg.lr, clip=cfg.clip)
-    obs = np.stack([e.reset(seed=cfg.seed * 10_007 + i)[0] for i, e in enumerate(envs)]).astype(np.float64)
+    obs = envs.reset([cfg.seed * 10_007 + i for i in range(cfg.envs)])
     B, H = cfg.envs, cfg.hidden
     h = np.zeros((B, H))
     c = np.zeros((B, H))
@@ -126,15 +160,8 @@ def train(cfg: Config, log=None) -> Result:
             pi = net.softmax(lg)
             u = rng.random(B)[:, None]
             actions[t] = np.minimum((pi.cumsum(1) < u).sum(1), A - 1)
-            fresh = np.zeros(B)
-            for b, e in enumerate(envs):
-                o, r, term, trunc, _ = e.step(int(actions[t, b]))
-                rewards[t, b] = r
-                if term or trunc:
-                    dones[t, b] = 1.0
-                    fresh[b] = 1.0
-                    o, _ = e.reset()
-                obs[b] = o
+            obs, rewards[t], dones[t] = envs.step(actions[t])
+            fresh = dones[t].copy()
             env_steps += B
         # Bootstrap from the state after the rollout (zero where an episode just ended).
         keep = (1.0 - fresh)[:, None]
@@ -166,7 +193,8 @@ def train(cfg: Config, log=None) -> Result:
             curve.append(point)
             if log:
                 log(point)
-    return Result(p, candidates, obs_dim, curve, time.perf_counter() - started, env_steps)
+    restarts = getattr(envs, "restarts", 0)
+    return Result(p, candidates, obs_dim, curve, time.perf_counter() - started, env_steps, restarts)
 
 
 def act_greedy(p: dict, obs: np.ndarray, h: np.ndarray, c: np.ndarray):

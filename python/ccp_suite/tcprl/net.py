@@ -87,7 +87,9 @@ def step(p: dict, x: np.ndarray, h: np.ndarray, c: np.ndarray, trace: Trace | No
     logits = a3 @ p["wp"] + p["bp"]
     value = (a3 @ p["wv"] + p["bv"])[:, 0]
     if trace is not None:
-        trace.x.append(x)
+        # A copy: a caller that refills its observation array in place (as a rollout loop
+        # does) must not change the inputs the gradients are computed from.
+        trace.x.append(np.array(x, copy=True))
         trace.a1.append(a1)
         trace.a2.append(a2)
         trace.gates.append((i, f, o, u))
