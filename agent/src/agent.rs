@@ -214,6 +214,7 @@ impl AgentState {
                 candidates,
                 models: config.models.as_deref(),
                 preferences: &config.preferences,
+                online: config.online.as_ref(),
             },
         )?;
         Ok(Loaded { config, factory })

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ccp_selector::HysteresisConfig;
 use iw_controller::{DEFAULT_IW_PKTS, DEFAULT_MAX_IW_PKTS, IwTable};
@@ -168,7 +169,30 @@ pub struct Config {
     pub preferences: Preferences,
     /// `[iw]`; `None`: the datapath's own initial window is left alone.
     pub iw: Option<IwSettings>,
+    /// `[selector.online]` with `enabled = true`: Antelope's online retraining.
+    pub online: Option<OnlineSettings>,
 }
+
+/// `[selector.online]`: Antelope's online learning (`ccp_selector::antelope::OnlineLearner`),
+/// for `selector.policy = "antelope"` only. Off unless `enabled = true`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnlineSettings {
+    /// `period_secs` (default 60): how often the models are refitted from the new samples.
+    pub period: Duration,
+    /// `window` (default 20,000): the most recent online samples a refit uses.
+    pub window: usize,
+    /// `base_samples`: a `samples.csv` of `ccp-eval gen-data` (the offline training data) that
+    /// every refit starts from; without it a refit sees only the agent's own flows, which
+    /// carry labels only for the candidates the policy chose.
+    pub base_samples: Option<PathBuf>,
+    /// `save_models`: a folder each refit's models are written to (replaced whole).
+    pub save_models: Option<PathBuf>,
+}
+
+/// Default refit period of `[selector.online]`, seconds.
+pub const DEFAULT_ONLINE_PERIOD_SECS: f64 = 60.0;
+/// Default sample window of `[selector.online]`.
+pub const DEFAULT_ONLINE_WINDOW: usize = 20_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -179,6 +203,7 @@ impl Default for Config {
             models: None,
             preferences: Preferences::default(),
             iw: None,
+            online: None,
         }
     }
 }
@@ -201,6 +226,17 @@ struct RawSelector {
     models: Option<PathBuf>,
     #[serde(default)]
     hysteresis: RawHysteresis,
+    online: Option<RawOnline>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawOnline {
+    enabled: Option<bool>,
+    period_secs: Option<f64>,
+    window: Option<i64>,
+    base_samples: Option<PathBuf>,
+    save_models: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -325,6 +361,10 @@ impl Config {
             preferences.by_port.insert(p, m);
         }
         let iw = raw.iw.map(|iw| iw_settings(iw, base)).transpose()?;
+        let online = match s.online {
+            Some(o) if o.enabled == Some(true) => Some(online_settings(o, &policy, base)?),
+            _ => None,
+        };
         Ok(Self {
             policy,
             candidates,
@@ -332,8 +372,60 @@ impl Config {
             models,
             preferences,
             iw,
+            online,
         })
     }
+}
+
+fn online_settings(
+    raw: RawOnline,
+    policy: &str,
+    base: &Path,
+) -> Result<OnlineSettings, ConfigError> {
+    if policy.trim() != "antelope" {
+        return Err(field(
+            "selector.online",
+            format!("online learning is Antelope's: it needs selector.policy = \"antelope\", not {policy:?}"),
+        ));
+    }
+    let secs = raw.period_secs.unwrap_or(DEFAULT_ONLINE_PERIOD_SECS);
+    if !(secs.is_finite() && (0.001..=365.0 * 24.0 * 3600.0).contains(&secs)) {
+        return Err(field(
+            "selector.online.period_secs",
+            format!("must be between 0.001 and one year, got {secs}"),
+        ));
+    }
+    let window = match raw.window {
+        None => DEFAULT_ONLINE_WINDOW,
+        Some(w) => usize::try_from(w)
+            .ok()
+            .filter(|w| (1..=10_000_000).contains(w))
+            .ok_or_else(|| field("selector.online.window", "must be in 1..=10000000 samples"))?,
+    };
+    let base_samples = raw.base_samples.map(|p| base.join(p));
+    if let Some(p) = &base_samples
+        && !p.is_file()
+    {
+        return Err(field(
+            "selector.online.base_samples",
+            format!("{} is not a file", p.display()),
+        ));
+    }
+    let save_models = raw.save_models.map(|p| base.join(p));
+    if let Some(p) = &save_models
+        && !p.parent().is_some_and(Path::is_dir)
+    {
+        return Err(field(
+            "selector.online.save_models",
+            format!("the folder {} is in does not exist", p.display()),
+        ));
+    }
+    Ok(OnlineSettings {
+        period: Duration::from_secs_f64(secs),
+        window,
+        base_samples,
+        save_models,
+    })
 }
 
 fn iw_settings(raw: RawIw, base: &Path) -> Result<IwSettings, ConfigError> {
@@ -518,6 +610,35 @@ mod tests {
         assert_eq!(iw.table.lookup(Ipv4Addr::new(8, 8, 8, 8)), 10);
         assert_eq!(iw.table.max_iw(), 200);
         assert_eq!(iw.ip_byte_order, None);
+    }
+
+    #[test]
+    fn online_learning_is_off_unless_enabled_and_checked_when_on() {
+        let off = parse("[selector]\npolicy = \"antelope\"\n[selector.online]\nwindow = 5\n");
+        assert!(off.unwrap().online.is_none());
+        let on = parse(
+            "[selector]\npolicy = \"antelope\"\n[selector.online]\nenabled = true\n\
+             period_secs = 2.5\nbase_samples = \"Cargo.toml\"\nsave_models = \"src/online\"\n",
+        )
+        .unwrap()
+        .online
+        .unwrap();
+        assert_eq!(on.period, Duration::from_millis(2_500));
+        assert_eq!(on.window, DEFAULT_ONLINE_WINDOW);
+        assert!(on.base_samples.unwrap().ends_with("Cargo.toml"));
+        assert!(on.save_models.unwrap().ends_with("src/online"));
+        let m = fails_on(
+            "[selector]\npolicy = \"outcome\"\n[selector.online]\nenabled = true\n",
+            "selector.online",
+        );
+        assert!(m.contains("antelope"), "{m}");
+        let head = "[selector]\npolicy = \"antelope\"\n[selector.online]\nenabled = true\n";
+        fails_on(&format!("{head}period_secs = 0\n"), "selector.online.period_secs");
+        fails_on(&format!("{head}period_secs = nan\n"), "selector.online.period_secs");
+        fails_on(&format!("{head}window = 0\n"), "selector.online.window");
+        fails_on(&format!("{head}base_samples = \"nope.csv\"\n"), "selector.online.base_samples");
+        fails_on(&format!("{head}save_models = \"no/such/dir/m\"\n"), "selector.online.save_models");
+        fails_on(&format!("{head}windw = 3\n"), "windw");
     }
 
     #[test]

@@ -44,6 +44,13 @@
 //! dwell_rtts = 2.0             # minimum time on a candidate, smoothed RTTs (>= 0)
 //! loss_hold_rtts = 1.0         # no swap this many RTTs after a loss (>= 0)
 //!
+//! [selector.online]            # Antelope's online learning; policy = "antelope" only
+//! enabled = true               # default false: the section is then ignored
+//! period_secs = 60             # refit every this often (0.001 s .. one year)
+//! window = 20000               # most recent online samples a refit uses (1..=10^7)
+//! base_samples = "samples.csv" # `ccp-eval gen-data` samples every refit starts from
+//! save_models = "online"       # write each refit's models here (replaced whole)
+//!
 //! [preferences]                # per destination port: "default" | "delay" | "throughput"
 //! 443 = "throughput"
 //! 5004 = "delay"

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
-use ccp_selector::antelope::{Antelope, AntelopeConfig, Mode, ModelSet};
+use ccp_selector::antelope::{Antelope, AntelopeConfig, Mode, ModelSet, OnlineLearner, samples};
 use ccp_selector::{EveryN, FlowContext, PolicyFactory, ReinPolicy, SelectionPolicy, StaticPolicy};
 
-use crate::config::{Preference, Preferences};
+use crate::config::{OnlineSettings, Preference, Preferences};
 
 /// The policy names [`build`] knows, as written in `selector.policy`.
 pub const KNOWN: &[&str] = &[
@@ -33,6 +33,8 @@ pub struct PolicyContext<'a> {
     pub models: Option<&'a Path>,
     /// `[preferences]`: per destination port preference modes.
     pub preferences: &'a Preferences,
+    /// `[selector.online]`: Antelope's online retraining, when enabled.
+    pub online: Option<&'a OnlineSettings>,
 }
 
 /// A policy that cannot be built.
@@ -131,7 +133,10 @@ fn rein(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
 
 /// `antelope` or `outcome`: the models in `<selector.models>/<objective>/`, loaded now (a bad
 /// or missing model is an error here, so a reload keeps the previous policy), with the
-/// `[preferences]` port modes. Flows of one (re)load share the IP-level counts.
+/// `[preferences]` port modes. Flows of one (re)load share the IP-level counts. With
+/// `[selector.online]` (Antelope only, checked by the config), every finished data unit of
+/// every flow becomes a sample and an [`OnlineLearner`] refits the models in the background;
+/// it lives as long as this (re)load's factory.
 fn learned(objective: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     let model_err = |message: String| PolicyError::Model {
         policy: objective.to_string(),
@@ -165,8 +170,34 @@ fn learned(objective: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Po
         preferences,
         ..AntelopeConfig::for_objective(objective)
     };
-    let shared = Antelope::new(config, Arc::new(models));
+    let Some(online) = ctx.online.filter(|_| objective == OBJECTIVE_ANTELOPE) else {
+        let shared = Antelope::new(config, Arc::new(models));
+        return Ok(Arc::new(move |flow: &FlowContext<'_>| {
+            Box::new(shared.policy(flow)) as Box<dyn SelectionPolicy>
+        }));
+    };
+    let base = match &online.base_samples {
+        Some(path) => samples::read(path).map_err(|e| model_err(format!("base_samples: {e}")))?,
+        None => Vec::new(),
+    };
+    let shared = Antelope::with_online(config, Arc::new(models));
+    tracing::info!(
+        period_secs = online.period.as_secs_f64(),
+        window = online.window,
+        base_samples = base.len(),
+        save_models = ?online.save_models,
+        "antelope online learning on"
+    );
+    let learner = Arc::new(OnlineLearner::spawn_saving(
+        Arc::clone(&shared),
+        base,
+        online.period,
+        online.window,
+        online.save_models.clone(),
+    ));
     Ok(Arc::new(move |flow: &FlowContext<'_>| {
+        // The factory owns the learner: replacing the policy stops it.
+        let _alive: &Arc<OnlineLearner> = &learner;
         Box::new(shared.policy(flow)) as Box<dyn SelectionPolicy>
     }))
 }
@@ -221,6 +252,7 @@ mod tests {
             candidates,
             models: None,
             preferences: prefs,
+            online: None,
         }
     }
 

@@ -26,7 +26,8 @@ pub mod samples;
 pub mod unit;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -347,13 +348,23 @@ impl SelectionPolicy for AntelopePolicy {
 ///
 /// Every `period` it takes the new samples, adds them to a bounded window of the most recent
 /// `window` samples (plus the offline samples it was started with), fits a fresh
-/// [`ModelSet`] and swaps it in. Flows never wait for a fit. Dropping the learner stops the
-/// thread.
+/// [`ModelSet`] and swaps it in. Flows never wait for a fit. With a save folder, each refit's
+/// models are also written there (into a fresh folder beside it, then moved into place), so
+/// they outlive the process and can be evaluated or deployed elsewhere. Dropping the learner
+/// stops the thread.
 #[derive(Debug)]
 pub struct OnlineLearner {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
-    refits: Arc<std::sync::atomic::AtomicU64>,
+    counts: Arc<LearnerCounts>,
+}
+
+/// What an [`OnlineLearner`] did.
+#[derive(Debug, Default)]
+struct LearnerCounts {
+    refits: AtomicU64,
+    samples: AtomicU64,
+    save_errors: AtomicU64,
 }
 
 impl OnlineLearner {
@@ -364,9 +375,20 @@ impl OnlineLearner {
         period: Duration,
         window: usize,
     ) -> Self {
+        Self::spawn_saving(antelope, base, period, window, None)
+    }
+
+    /// Starts the learner; each refit's models are also saved to `save` when given.
+    pub fn spawn_saving(
+        antelope: Arc<Antelope>,
+        base: Vec<Sample>,
+        period: Duration,
+        window: usize,
+        save: Option<PathBuf>,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let refits = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (s, r) = (stop.clone(), refits.clone());
+        let counts = Arc::new(LearnerCounts::default());
+        let (s, c) = (stop.clone(), counts.clone());
         let handle = std::thread::spawn(move || {
             let mut recent: Vec<Sample> = Vec::new();
             let step = Duration::from_millis(10).min(period);
@@ -382,29 +404,86 @@ impl OnlineLearner {
                 if new.is_empty() {
                     continue;
                 }
+                c.samples.fetch_add(new.len() as u64, Ordering::Relaxed);
                 recent.extend(new);
                 if recent.len() > window {
                     recent.drain(..recent.len() - window);
                 }
                 let all: Vec<Sample> = base.iter().chain(&recent).cloned().collect();
                 // A failed refit keeps the previous models.
-                if let Ok(m) = ModelSet::train(&all, antelope.config.acks_per_unit) {
-                    antelope.set_models(m);
-                    r.fetch_add(1, Ordering::Relaxed);
+                let models = match ModelSet::train(&all, antelope.config.acks_per_unit) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::warn!(error = %e, samples = all.len(), "online refit failed; the models stay");
+                        continue;
+                    }
+                };
+                if let Some(dir) = &save
+                    && let Err(e) = save_replacing(&models, dir)
+                {
+                    c.save_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, dir = %dir.display(), "online models not saved");
                 }
+                antelope.set_models(models);
+                let n = c.refits.fetch_add(1, Ordering::Relaxed) + 1;
+                tracing::info!(
+                    refit = n,
+                    online_samples = recent.len(),
+                    offline_samples = base.len(),
+                    "antelope models refitted from online samples"
+                );
             }
         });
         Self {
             stop,
             handle: Some(handle),
-            refits,
+            counts,
         }
     }
 
     /// Refits done so far.
     pub fn refits(&self) -> u64 {
-        self.refits.load(Ordering::Relaxed)
+        self.counts.refits.load(Ordering::Relaxed)
     }
+
+    /// Online samples taken so far.
+    pub fn samples(&self) -> u64 {
+        self.counts.samples.load(Ordering::Relaxed)
+    }
+
+    /// Refits whose models could not be saved.
+    pub fn save_errors(&self) -> u64 {
+        self.counts.save_errors.load(Ordering::Relaxed)
+    }
+}
+
+/// Writes `models` into a fresh folder beside `dir`, then moves it to `dir` (the previous
+/// contents are moved aside first and removed after), so a reader finds the old set, the new
+/// one or (between the two renames) none, never a mix.
+fn save_replacing(models: &ModelSet, dir: &Path) -> Result<(), ModelError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ModelError::Io { path, source }
+    };
+    let name = dir.file_name().map_or_else(
+        || "models".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let fresh = parent.join(format!(".{name}.new-{}", std::process::id()));
+    let old = parent.join(format!(".{name}.old-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fresh);
+    models.save(&fresh)?;
+    let had_old = dir.exists();
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+        std::fs::rename(dir, &old).map_err(io(dir))?;
+    }
+    std::fs::rename(&fresh, dir).map_err(io(dir))?;
+    if had_old {
+        std::fs::remove_dir_all(&old).map_err(io(&old))?;
+    }
+    Ok(())
 }
 
 impl Drop for OnlineLearner {

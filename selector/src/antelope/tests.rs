@@ -267,11 +267,13 @@ fn the_online_learner_refits_in_the_background() {
         let mut sink = antelope.samples.as_ref().unwrap().lock().unwrap();
         sink.extend(synthetic(100));
     }
-    let learner = OnlineLearner::spawn(
+    let save = tempdir().join("online");
+    let learner = OnlineLearner::spawn_saving(
         Arc::clone(&antelope),
-        Vec::new(),
+        synthetic(30),
         std::time::Duration::from_millis(20),
         10_000,
+        Some(save.clone()),
     );
     for _ in 0..500 {
         if learner.refits() > 0 {
@@ -280,7 +282,40 @@ fn the_online_learner_refits_in_the_background() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert!(learner.refits() >= 1);
-    assert_eq!(antelope.models().samples(Mode::Default, "bbr"), 100);
+    // `synthetic(n)` gives n samples for each of three candidates.
+    assert_eq!(learner.samples(), 300);
+    // The 30 offline samples and the 100 online ones.
+    assert_eq!(antelope.models().samples(Mode::Default, "bbr"), 130);
+    assert_eq!(learner.save_errors(), 0);
+    drop(learner);
+    let saved = ModelSet::load(&save).unwrap();
+    assert_eq!(saved.samples(Mode::Default, "bbr"), 130);
+    // A second learner replaces the saved set whole.
+    {
+        let mut sink = antelope.samples.as_ref().unwrap().lock().unwrap();
+        sink.extend(synthetic(50));
+    }
+    let learner = OnlineLearner::spawn_saving(
+        Arc::clone(&antelope),
+        Vec::new(),
+        std::time::Duration::from_millis(20),
+        10_000,
+        Some(save.clone()),
+    );
+    for _ in 0..500 {
+        if learner.refits() > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(learner.refits() >= 1);
+    drop(learner);
+    assert_eq!(ModelSet::load(&save).unwrap().samples(Mode::Default, "bbr"), 50);
+    let siblings: Vec<_> = std::fs::read_dir(save.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(siblings.len(), 1, "{siblings:?}");
 }
 
 fn tempdir() -> std::path::PathBuf {
