@@ -385,7 +385,9 @@ fn online_settings(
     if policy.trim() != "antelope" {
         return Err(field(
             "selector.online",
-            format!("online learning is Antelope's: it needs selector.policy = \"antelope\", not {policy:?}"),
+            format!(
+                "online learning is Antelope's: it needs selector.policy = \"antelope\", not {policy:?}"
+            ),
         ));
     }
     let secs = raw.period_secs.unwrap_or(DEFAULT_ONLINE_PERIOD_SECS);
@@ -633,11 +635,23 @@ mod tests {
         );
         assert!(m.contains("antelope"), "{m}");
         let head = "[selector]\npolicy = \"antelope\"\n[selector.online]\nenabled = true\n";
-        fails_on(&format!("{head}period_secs = 0\n"), "selector.online.period_secs");
-        fails_on(&format!("{head}period_secs = nan\n"), "selector.online.period_secs");
+        fails_on(
+            &format!("{head}period_secs = 0\n"),
+            "selector.online.period_secs",
+        );
+        fails_on(
+            &format!("{head}period_secs = nan\n"),
+            "selector.online.period_secs",
+        );
         fails_on(&format!("{head}window = 0\n"), "selector.online.window");
-        fails_on(&format!("{head}base_samples = \"nope.csv\"\n"), "selector.online.base_samples");
-        fails_on(&format!("{head}save_models = \"no/such/dir/m\"\n"), "selector.online.save_models");
+        fails_on(
+            &format!("{head}base_samples = \"nope.csv\"\n"),
+            "selector.online.base_samples",
+        );
+        fails_on(
+            &format!("{head}save_models = \"no/such/dir/m\"\n"),
+            "selector.online.save_models",
+        );
         fails_on(&format!("{head}windw = 3\n"), "windw");
     }
 

@@ -31,6 +31,7 @@ fn a_replaced_policy_applies_to_new_flows_only() {
         candidates: &order,
         models: None,
         preferences: &prefs,
+        online: None,
     };
     let vegas = policies::build("static:vegas", &ctx).unwrap();
     let handle = PolicyHandle::new(

@@ -310,7 +310,10 @@ fn the_online_learner_refits_in_the_background() {
     }
     assert!(learner.refits() >= 1);
     drop(learner);
-    assert_eq!(ModelSet::load(&save).unwrap().samples(Mode::Default, "bbr"), 50);
+    assert_eq!(
+        ModelSet::load(&save).unwrap().samples(Mode::Default, "bbr"),
+        50
+    );
     let siblings: Vec<_> = std::fs::read_dir(save.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name())
