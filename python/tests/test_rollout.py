@@ -19,26 +19,6 @@ pytestmark = pytest.mark.skipif(
     ray is None and os.environ.get("CCP_RAY_REQUIRED") != "1", reason="ray is not installed"
 )
 
-TINY = """\
-name = "rollout-tiny"
-duration_s = 2
-seeds = [1]
-
-[[conditions]]
-id = "clean"
-bw_mbps = 10
-rtt_ms = 20
-buffer_bdp = 1
-
-[[conditions]]
-id = "lossy"
-bw_mbps = 5
-rtt_ms = 40
-loss = 0.02
-buffer_bdp = 2
-"""
-
-
 @pytest.fixture(scope="module")
 def cluster():
     assert ray is not None, "CCP_RAY_REQUIRED=1 but ray is not importable"
@@ -47,18 +27,16 @@ def cluster():
     ray.shutdown()
 
 
-def config(tmp: pathlib.Path, **kw) -> a2c.Config:
-    p = tmp / "tiny.toml"
-    p.write_text(TINY)
+def config(tiny: pathlib.Path, **kw) -> a2c.Config:
     # Episodes of 4 steps (2 s at 0.5 s) inside rollouts of 5: episodes end and reset mid-run.
-    base = dict(scenario=str(p), step_s=0.5, duration_s=2.0, envs=4, rollout=5, iterations=4, seed=3)
+    base = dict(scenario=str(tiny), step_s=0.5, duration_s=2.0, envs=4, rollout=5, iterations=4, seed=3)
     base.update(kw)
     return a2c.Config(**base)
 
 
-def test_training_on_ray_actors_is_the_training_in_process(cluster, tmp_path: pathlib.Path) -> None:
-    local = a2c.train(config(tmp_path))
-    on_ray = a2c.train(config(tmp_path, ray_workers=2))
+def test_training_on_ray_actors_is_the_training_in_process(cluster, tiny: pathlib.Path) -> None:
+    local = a2c.train(config(tiny))
+    on_ray = a2c.train(config(tiny, ray_workers=2))
     assert on_ray.env_steps == local.env_steps == 4 * 5 * 4
     assert on_ray.worker_restarts == 0
     assert on_ray.candidates == local.candidates
@@ -67,11 +45,13 @@ def test_training_on_ray_actors_is_the_training_in_process(cluster, tmp_path: pa
     assert [c["mean_step_reward"] for c in on_ray.curve] == [c["mean_step_reward"] for c in local.curve]
 
 
-def test_a_killed_worker_is_restarted_and_the_run_finishes(cluster, tmp_path: pathlib.Path, monkeypatch) -> None:
+def test_a_killed_worker_is_restarted_and_the_run_finishes(
+    cluster, tiny: pathlib.Path, tmp_path: pathlib.Path, monkeypatch
+) -> None:
     marker = tmp_path / "killed"
     # The actors get the driver's marker through their runtime environment.
     monkeypatch.setenv(rollout.KILL_MARKER_ENV, str(marker))
-    res = a2c.train(config(tmp_path, ray_workers=2, iterations=3))
+    res = a2c.train(config(tiny, ray_workers=2, iterations=3))
     assert marker.exists(), "no worker was killed"
     assert res.worker_restarts == 1
     assert res.env_steps == 4 * 5 * 3

@@ -13,33 +13,6 @@ import pytest
 import ccp_suite
 from ccp_suite.tcprl import a2c, dnc, export, net
 
-TINY = """\
-name = "tcprl-tiny"
-duration_s = 3
-seeds = [1]
-
-[[conditions]]
-id = "clean"
-bw_mbps = 10
-rtt_ms = 20
-buffer_bdp = 1
-
-[[conditions]]
-id = "lossy"
-bw_mbps = 5
-rtt_ms = 40
-loss = 0.02
-buffer_bdp = 2
-"""
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    p = tmp_path_factory.mktemp("tcprl") / "tiny.toml"
-    p.write_text(TINY)
-    return p
-
-
 # The nine the tiny check was made for (the suite has eleven since LP-TCP and RL-TCP joined;
 # 400 tiny iterations do not learn over eleven).
 NINE = ["reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace"]

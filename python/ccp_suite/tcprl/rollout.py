@@ -27,8 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-# Tests only: a file path; the first group to step while the file does not exist creates it
-# and dies (SIGKILL of its own process), to show the restart.
+# Tests only: a file path; the group that creates the file (the first to step while it does
+# not exist) dies (SIGKILL of its own process), to show the restart.
 KILL_MARKER_ENV = "CCP_RAY_TEST_KILL_MARKER"
 
 
@@ -85,9 +85,14 @@ class EnvGroup:
     def step(self, actions: np.ndarray):
         """As `LocalEnvs.step`, plus whether this step found the group restarted."""
         marker = os.environ.get(KILL_MARKER_ENV)
-        if marker and not os.path.exists(marker):
-            open(marker, "w").close()
-            os.kill(os.getpid(), 9)
+        if marker:
+            try:
+                # Exclusive creation: of groups stepping at once, exactly one dies.
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                os.kill(os.getpid(), 9)
         if self.lost:
             self.lost = False
             n = len(self.local.envs)
