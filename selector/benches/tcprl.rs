@@ -1,5 +1,5 @@
 //! One `tcprl` policy decision at a step's end (feature window, observation, the DNC and one
-//! LSTM step of the policy network in ONNX Runtime, argmax) over the shipped 9-candidate model
+//! LSTM step of the policy network in ONNX Runtime, argmax) over the shipped 11-candidate model
 //! (`selector/models/tcprl`). Needs ONNX Runtime (`make venv` or `ORT_DYLIB_PATH`); without it
 //! the bench prints why and measures nothing.
 
@@ -15,8 +15,10 @@ use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
 use ccp_selector::{Features, SelectionPolicy};
 use criterion::{Criterion, criterion_group, criterion_main};
 
-const NAMES: [&str; 9] = [
-    "cubic", "reno", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace",
+/// The shipped model's candidates (the selectors' eleven).
+const NAMES: [&str; 11] = [
+    "cubic", "reno", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace", "lptcp",
+    "rltcp",
 ];
 
 fn decision(c: &mut Criterion) {
@@ -46,14 +48,14 @@ fn decision(c: &mut Criterion) {
     times_ns.sort_unstable();
     let at = |per_mille| percentile(&times_ns, per_mille).unwrap_or(0) as f64 / 1e3;
     println!(
-        "tcprl decision (DNC {}), 9 candidates, {} samples: median {:.2} us, p99 {:.2} us, max {:.2} us",
+        "tcprl decision (DNC {}), 11 candidates, {} samples: median {:.2} us, p99 {:.2} us, max {:.2} us",
         if model.has_dnc() { "on" } else { "absent" },
         times_ns.len(),
         at(500),
         at(990),
         at(1000)
     );
-    c.bench_function("tcprl_decision_9_candidates", |b| {
+    c.bench_function("tcprl_decision_11_candidates", |b| {
         b.iter(|| {
             now_us += step_us;
             let m = report(now_us);
