@@ -18,9 +18,14 @@
 //   left the queue.
 // - Delay: half the RTT on each direction of the access link (the testbed's relay holds each
 //   frame for its direction's one-way delay; the bottleneck link has no propagation delay).
-// - Loss: a RateErrorModel (per packet) on the router's access interface drops data-direction
-//   packets before they reach the bottleneck queue, as the testbed's relay drops frames before
-//   the router's qdisc. The ACK direction is never dropped.
+// - Loss: an error model on the router's access interface drops data-direction packets before
+//   they reach the bottleneck queue, as the testbed's relay drops frames before the router's
+//   qdisc; the ACK direction is never dropped. By default it is the testbed's own draw: one
+//   `chance(loss)` per frame from the relay's generator (xoshiro256++ seeded by SplitMix64,
+//   `Rng::derive(seed, 1)` of datapath/src/sim/rng.rs, reproduced below), so seed N drops
+//   the same frame indices (SYN and handshake ACK included) as the kernel run and the
+//   simulator with seed N. `--rateErrorModel` uses ns-3's RateErrorModel (per packet, ns-3's
+//   own random stream) instead.
 // - TCP: Linux's defaults where ns-3 has them: MSS 1448, initial window 10, SACK, window
 //   scaling, delayed ACKs (one ACK per two segments, 40 ms timer: Linux's TCP_DELACK_MIN; ns-3
 //   has no quick-ack mode), 200 ms minimum RTO, PRR in recovery (RFC 6937, Linux's), limited
@@ -59,6 +64,106 @@
 #include <vector>
 
 using namespace ns3;
+
+namespace
+{
+
+// datapath/src/sim/rng.rs: xoshiro256++ seeded by SplitMix64.
+class Rng
+{
+  public:
+    static Rng Derive(uint64_t seed, uint64_t stream)
+    {
+        return Rng(seed ^ (stream * 0xd6e8feb86659fd93ULL));
+    }
+
+    explicit Rng(uint64_t seed)
+    {
+        uint64_t x = seed;
+        for (auto& w : m_s)
+        {
+            x += 0x9e3779b97f4a7c15ULL;
+            uint64_t z = x;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+            w = z ^ (z >> 31);
+        }
+    }
+
+    uint64_t NextU64()
+    {
+        uint64_t* s = m_s;
+        uint64_t result = Rotl(s[0] + s[3], 23) + s[0];
+        uint64_t t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = Rotl(s[3], 45);
+        return result;
+    }
+
+    double NextF64()
+    {
+        return static_cast<double>(NextU64() >> 11) * (1.0 / static_cast<double>(1ULL << 53));
+    }
+
+    bool Chance(double p)
+    {
+        return p > 0.0 && NextF64() < p;
+    }
+
+  private:
+    static uint64_t Rotl(uint64_t x, int k)
+    {
+        return (x << k) | (x >> (64 - k));
+    }
+
+    uint64_t m_s[4];
+};
+
+} // namespace
+
+namespace ns3
+{
+
+// The testbed relay's random loss as an ns-3 error model: one draw per packet.
+class TestbedLoss : public ErrorModel
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("ns3::TestbedLoss")
+                                .SetParent<ErrorModel>()
+                                .SetGroupName("Network")
+                                .AddConstructor<TestbedLoss>();
+        return tid;
+    }
+
+    void Configure(uint64_t seed, double loss)
+    {
+        m_rng = ::Rng::Derive(seed, 1);
+        m_loss = loss;
+    }
+
+  private:
+    bool DoCorrupt(Ptr<Packet>) override
+    {
+        return m_rng.Chance(m_loss);
+    }
+
+    void DoReset() override
+    {
+    }
+
+    ::Rng m_rng{0};
+    double m_loss = 0.0;
+};
+
+NS_OBJECT_ENSURE_REGISTERED(TestbedLoss);
+
+} // namespace ns3
 
 namespace
 {
@@ -323,6 +428,8 @@ main(int argc, char* argv[])
     bool header = false;
     std::string seriesPath;
     uint32_t delAckCount = 2;
+    bool rateErrorModel = false;
+    uint32_t rngCheck = 0;
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("scenario", "scenario name (results.csv)", scenario);
@@ -338,6 +445,12 @@ main(int argc, char* argv[])
     cmd.AddValue("loss", "random loss probability of data-direction packets", loss);
     cmd.AddValue("duration", "seconds the sender writes after the handshake", durationS);
     cmd.AddValue("header", "print the CSV header first", header);
+    cmd.AddValue("rateErrorModel",
+                 "draw random loss from ns-3's RateErrorModel instead of the testbed's generator",
+                 rateErrorModel);
+    cmd.AddValue("rngCheck",
+                 "print this many draws of the loss generator for --seed (next_u64) and exit",
+                 rngCheck);
     cmd.AddValue("delAckCount",
                  "segments per ACK at the receiver (2: delayed ACKs as Linux; 1: an ACK per "
                  "segment)",
@@ -348,6 +461,16 @@ main(int argc, char* argv[])
                  "retrans_segs, ca_state)",
                  seriesPath);
     cmd.Parse(argc, argv);
+
+    if (rngCheck > 0)
+    {
+        Rng r = Rng::Derive(seed, 1);
+        for (uint32_t i = 0; i < rngCheck; i++)
+        {
+            std::cout << r.NextU64() << "\n";
+        }
+        return 0;
+    }
 
     std::string bad;
     if (condition.empty() || scheme.empty())
@@ -443,12 +566,18 @@ main(int argc, char* argv[])
     // The ACK direction is not shaped on the testbed.
     receiverOut->SetDataRate(DataRate("10Gbps"));
 
-    if (loss > 0.0)
+    if (loss > 0.0 && rateErrorModel)
     {
         Ptr<RateErrorModel> em = CreateObject<RateErrorModel>();
         em->SetUnit(RateErrorModel::ERROR_UNIT_PACKET);
         em->SetRate(loss);
         em->AssignStreams(1);
+        a.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(em));
+    }
+    else if (loss > 0.0)
+    {
+        Ptr<TestbedLoss> em = CreateObject<TestbedLoss>();
+        em->Configure(seed, loss);
         a.Get(1)->SetAttribute("ReceiveErrorModel", PointerValue(em));
     }
 

@@ -87,7 +87,7 @@ def load(path: Path) -> dict:
     return s
 
 
-def run_one(binary: Path, s: dict, c: dict, scheme: str, model: str, seed: int) -> str:
+def run_one(binary: Path, delack: int, s: dict, c: dict, scheme: str, model: str, seed: int) -> str:
     args = [
         str(binary),
         f"--scenario={s['name']}",
@@ -101,6 +101,7 @@ def run_one(binary: Path, s: dict, c: dict, scheme: str, model: str, seed: int) 
         f"--bufferBytes={buffer_bytes(c)}",
         f"--loss={float(c.get('loss', 0.0))}",
         f"--duration={float(s.get('duration_s', 20))}",
+        f"--delAckCount={delack}",
         "--header",
     ]
     p = subprocess.run(args, capture_output=True, text=True)
@@ -119,6 +120,12 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, action="append", help="only these seeds (repeatable)")
     ap.add_argument("--reno-model", default="TcpLinuxReno", choices=["TcpLinuxReno", "TcpNewReno"])
+    ap.add_argument(
+        "--delack-count",
+        type=int,
+        default=2,
+        help="segments per ACK at the receiver: 2 (delayed ACKs, 40 ms timer) or 1 (an ACK per segment)",
+    )
     ap.add_argument("--binary", default=str(ROOT / "target/ns3/calibrate"))
     a = ap.parse_args()
 
@@ -133,6 +140,9 @@ def main() -> int:
     except ScenarioError as e:
         print(f"run.py: {e}", file=sys.stderr)
         return 2
+    if a.delack_count < 1:
+        print("run.py: --delack-count must be at least 1", file=sys.stderr)
+        return 2
     seeds = a.seed or s.get("seeds", [1])
     jobs = [
         (c, scheme, a.reno_model if MODELS[scheme] == "reno" else MODELS[scheme], seed)
@@ -142,7 +152,7 @@ def main() -> int:
     ]
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
-        outs = list(ex.map(lambda j: run_one(binary, s, *j), jobs))
+        outs = list(ex.map(lambda j: run_one(binary, a.delack_count, s, *j), jobs))
     wall = time.monotonic() - t0
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 //! The ns-3 comparison (`eval/ns3/`, `docs/calibration.md` "ns-3 beside the simulator"): its
 //! driver runs two calibration conditions through ns-3's TCP models and writes a `results.csv`
 //! that `ccp-eval agree` reads, with the path's physics in it (a full link and a full buffer
-//! on a loss-free path, the random loss rate and a loss-limited rate on a lossy one).
+//! on a loss-free path, the random loss rate and a loss-limited rate on a lossy one), and its
+//! random loss is drawn from the testbed's generator.
 //!
 //! ns-3 is optional (`make ns3` installs Debian's 3.37): without it this test says so and
 //! passes.
@@ -9,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ccp_datapath::sim::rng::Rng;
 use ccp_eval::agree;
 use ccp_eval::results::read_rows;
 
@@ -142,6 +144,20 @@ fn ns3_driver_writes_rows_agree_reads() {
     let cells = agree::cells(&read, &read);
     assert_eq!(cells.len(), 4);
     assert!(cells.iter().all(|c| c.util_ok() && c.rtt_ok()));
+
+    // The loss generator is the testbed relay's and the simulator's (`Rng::derive(seed, 1)`,
+    // one draw per data-direction frame), so a seed drops the same frame indices on all three.
+    for seed in [1u64, 2, 17] {
+        let out = Command::new(&bin)
+            .args(["--rngCheck=1000", &format!("--seed={seed}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let mut rng = Rng::derive(seed, 1);
+        let want: Vec<String> = (0..1000).map(|_| rng.next_u64().to_string()).collect();
+        let got: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+        assert_eq!(got, want, "seed {seed}");
+    }
 
     // Bad input is a clear error, not a crash.
     let bad = Command::new(&bin)
