@@ -119,6 +119,7 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="directory for results.csv")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, action="append", help="only these seeds (repeatable)")
+    ap.add_argument("--schemes", help="comma-separated schemes instead of the scenario's")
     ap.add_argument("--reno-model", default="TcpLinuxReno", choices=["TcpLinuxReno", "TcpNewReno"])
     ap.add_argument(
         "--delack-count",
@@ -143,6 +144,12 @@ def main() -> int:
     if a.delack_count < 1:
         print("run.py: --delack-count must be at least 1", file=sys.stderr)
         return 2
+    if a.schemes:
+        s["schemes"] = [x.strip() for x in a.schemes.split(",") if x.strip()]
+        unknown = [x for x in s["schemes"] if x not in MODELS]
+        if unknown:
+            print(f"run.py: no ns-3 model for {', '.join(unknown)} ({', '.join(MODELS)})", file=sys.stderr)
+            return 2
     seeds = a.seed or s.get("seeds", [1])
     jobs = [
         (c, scheme, a.reno_model if MODELS[scheme] == "reno" else MODELS[scheme], seed)
