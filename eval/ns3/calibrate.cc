@@ -212,6 +212,7 @@ struct Flow
     uint32_t inflight = 0;
     double lastRttMs = 0.0;
     int congState = 0;
+    double pacingMbps = 0.0;
 };
 
 Flow g;
@@ -249,7 +250,8 @@ Sample()
         *g.series << Simulator::Now().GetSeconds() << "," << g.cwnd << "," << g.inflight << ","
                   << g.rtt->GetEstimate().GetMicroSeconds() / 1e3 << "," << g.lastRttMs << ","
                   << g.sink->GetTotalRx() << "," << g.bottleneckQueue->GetNPackets() << ","
-                  << g.dataSegsOut << "," << g.retransSegs << "," << g.congState << "\n";
+                  << g.dataSegsOut << "," << g.retransSegs << "," << g.congState << ","
+                  << g.pacingMbps << "\n";
     }
     Simulator::Schedule(kSampleInterval, &Sample);
 }
@@ -335,6 +337,12 @@ Inflight(uint32_t, uint32_t v)
 }
 
 void
+Pacing(DataRate, DataRate v)
+{
+    g.pacingMbps = v.GetBitRate() / 1e6;
+}
+
+void
 LastRtt(Time, Time v)
 {
     g.lastRttMs = v.GetMicroSeconds() / 1e3;
@@ -365,6 +373,7 @@ Start(Ptr<Node> sender, Ipv4Address dest)
         g.socket->TraceConnectWithoutContext("CongestionWindow", MakeCallback(&Cwnd));
         g.socket->TraceConnectWithoutContext("BytesInFlight", MakeCallback(&Inflight));
         g.socket->TraceConnectWithoutContext("RTT", MakeCallback(&LastRtt));
+        g.socket->TraceConnectWithoutContext("PacingRate", MakeCallback(&Pacing));
     }
     s->SetConnectCallback(MakeCallback(&Connected), MakeCallback(&ConnectFailed));
     s->SetSendCallback(MakeCallback(&Fill));
@@ -458,7 +467,7 @@ main(int argc, char* argv[])
     cmd.AddValue("series",
                  "write the sender's state every 10 ms to this CSV file (t_s, cwnd_bytes, "
                  "inflight_bytes, srtt_ms, last_rtt_ms, rx_bytes, queue_pkts, data_segs_out, "
-                 "retrans_segs, ca_state)",
+                 "retrans_segs, ca_state, pacing_mbps)",
                  seriesPath);
     cmd.Parse(argc, argv);
 
@@ -514,7 +523,7 @@ main(int argc, char* argv[])
             return 2;
         }
         seriesFile << "t_s,cwnd_bytes,inflight_bytes,srtt_ms,last_rtt_ms,rx_bytes,queue_pkts,"
-                      "data_segs_out,retrans_segs,ca_state\n";
+                      "data_segs_out,retrans_segs,ca_state,pacing_mbps\n";
         g.series = &seriesFile;
     }
 
