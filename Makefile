@@ -25,7 +25,7 @@ export CCP_ONNX_REQUIRED := 1
 RAY_VERSION := 2.60.0
 export CCP_RAY_REQUIRED := 1
 
-.PHONY: all build run test deps bench demo venv onnx-example models tcprl-model
+.PHONY: all build run test deps bench demo venv onnx-example models tcprl-model ns3 ns3-calibrate
 
 # `ccp-agent/kernel` and `ccp-eval/kernel` enable `ccp-datapath/kernel` too (the agent's
 # `iw.kernel_cgroup` and `ccp-kernel-datapath`, the harness's `run --datapath kernel`); all are
@@ -129,3 +129,28 @@ test: deps venv models
 
 bench: deps
 	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent
+
+# ns-3 beside the simulator (docs/calibration.md, "ns-3 beside the simulator"), optional and not
+# part of `make test` (whose ns-3 test runs only when ns-3 is installed): Debian's ns-3 3.37 and
+# the program that runs one calibration condition through its TCP models.
+NS3_PACKAGES := ns3 libns3-dev g++ pkg-config
+NS3_BIN := target/ns3/calibrate
+
+ns3:
+	@missing=""; for p in $(NS3_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@$(MAKE) --no-print-directory $(NS3_BIN)
+
+$(NS3_BIN): eval/ns3/calibrate.cc eval/ns3/build.sh
+	eval/ns3/build.sh $@
+
+# The calibrate-tcp grid through ns-3 (16 conditions x 5 schemes x 2 seeds), into results/ctcp-ns3;
+# compare it with the kernel runs as the simulator's run is compared:
+#   ccp-eval agree --sim results/ctcp-ns3 --kernel results/ctcp-kernel-s1 results/ctcp-kernel-s2
+ns3-calibrate: ns3
+	python3 eval/ns3/run.py --out results/ctcp-ns3
