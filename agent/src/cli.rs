@@ -20,7 +20,7 @@ struct Cli {
     ipc: IpcKind,
     /// Algorithm for flows that ask for none (or for one this agent does not have): an
     /// algorithm of the registry (reno, cubic, bbr, copa, vegas, westwood, illinois, c2tcp,
-    /// vivace, and any a researcher's build adds) or selector.
+    /// vivace, lptcp, rltcp, arc, and any a researcher's build adds) or selector.
     #[arg(long)]
     alg: String,
     /// The agent config (`agent.toml`); reloaded on SIGHUP. Without it every setting is at its
@@ -42,6 +42,8 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         eprintln!("ccp-agent: {e}");
         return ExitCode::from(2);
     }
+    // Real time: ARC's actor runs on its inference thread, off the report path.
+    ccp_algorithms::arc::set_default_inference(ccp_algorithms::arc::Inference::Worker);
     let cli = Cli::parse();
     if cli.ipc == IpcKind::Unix
         && let Err(e) = crate::socket::claim(&cli.name)
