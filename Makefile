@@ -115,7 +115,7 @@ tcprl-model: venv
 # ARC's shipped actor (algorithms/models/arc: actor.onnx, actor.json, curve.json; docs/algorithms.md):
 # off-policy actor-critic on ccp/Rate-v0 over `arc-train` (disjoint from arc-paper's buffers),
 # warm-started from a rule controller's episodes; a few minutes on two busy cores.
-ARC_TRAIN := --scenario arc-train --episodes 150 --lr-actor 1e-5 --lr-critic 1e-3 --n-step 4 \
+ARC_TRAIN := --scenario arc-train --episodes 300 --lr-actor 1e-5 --lr-critic 1e-3 --n-step 4 \
   --warm-episodes 30 --clone-updates 400 --critic-warmup-updates 1500 --updates-per-trajectory 16 --seed 1
 arc-model: venv
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(VENV)/bin/python -m ccp_suite.arc train --out algorithms/models/arc $(ARC_TRAIN)

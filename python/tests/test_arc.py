@@ -128,3 +128,36 @@ def test_a_missing_model_makes_arc_unavailable(tiny: pathlib.Path):
     r = subprocess.run([sys.executable, "-c", code, str(tiny / "tiny.toml")],
                        env={**ENV, "CCP_ARC_MODEL": str(tiny / "nope" / "actor.onnx")}, capture_output=True, text=True, timeout=600)
     assert r.returncode != 0 or "ok" not in r.stdout, r.stdout
+
+
+def test_the_online_learner_reads_the_store_and_writes_a_new_version(tmp_path):
+    """The agent's schema (agent/src/arc_store.rs) filled with two flows' decisions; one round
+    of the learner writes version + 1, which ONNX Runtime loads."""
+    import sqlite3
+
+    from ccp_suite.arc import learner
+
+    rng = np.random.default_rng(1)
+    model = export.write(tmp_path / "m", net.init(70, rng), history=10, delta=0.5, interval_rtts=0.5, version=4)
+    db = tmp_path / "t.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript(
+        "CREATE TABLE decisions (id INTEGER PRIMARY KEY, flow TEXT NOT NULL, step INTEGER NOT NULL, now_us INTEGER NOT NULL,"
+        " state BLOB NOT NULL, action REAL, actor_action REAL, model_version INTEGER NOT NULL, throughput_mbps REAL NOT NULL,"
+        " rtt_ms REAL NOT NULL, loss REAL NOT NULL, interval_us INTEGER NOT NULL);"
+    )
+    for flow in ("1-1-1", "1-2-2"):
+        for step in range(140):
+            st = rng.uniform(0, 2, size=70).astype("<f4").tobytes()
+            a = None if step == 0 else float(rng.uniform(-1, 1))
+            con.execute("INSERT INTO decisions (flow, step, now_us, state, action, actor_action, model_version, throughput_mbps,"
+                        " rtt_ms, loss, interval_us) VALUES (?, ?, ?, ?, ?, ?, 4, ?, ?, 0, 50000)",
+                        (flow, step, step * 50_000, st, a, a, float(rng.uniform(1, 10)), float(rng.uniform(100, 150))))
+    con.commit()
+    con.close()
+    out = learner.learn(db, model, rounds=1, per_round=2, interval_s=0.0, cfg=train.Config(updates_per_trajectory=2), log=None)
+    assert out["rounds"] == 1 and out["version"] == 5 and out["trajectories"] == 4
+    side = json.loads(model.with_suffix(".json").read_text())
+    assert side["version"] == 5 and side["training"]["online_trajectories"] == 4
+    s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    assert s.run(["action"], {"obs": np.zeros((1, 70), dtype=np.float32)})[0].shape == (1, 1)

@@ -21,7 +21,19 @@ def main(argv=None) -> int:
         v = getattr(defaults, name)
         t.add_argument("--" + name.replace("_", "-"), type=type(v) if v is not None else float, default=v)
     t.add_argument("--conditions", default=None, help="comma-separated condition ids or indices")
+    ln = sub.add_parser("learn", help="learn online from ccp-agent's trajectory store")
+    ln.add_argument("--db", required=True, help="the agent's --arc-trajectories database")
+    ln.add_argument("--model", required=True, help="actor.onnx to start from and to overwrite")
+    ln.add_argument("--rounds", type=int, default=0, help="model versions to write (0: until stopped)")
+    ln.add_argument("--per-round", type=int, default=1, help="new trajectories per model version")
+    ln.add_argument("--seconds", type=float, default=None, help="stop after this long")
     args = ap.parse_args(argv)
+    if args.cmd == "learn":
+        from . import learner
+
+        s = learner.learn(args.db, args.model, rounds=args.rounds, per_round=args.per_round, deadline_s=args.seconds)
+        print(f"{s['rounds']} rounds, {s['trajectories']} trajectories, model version {s['version']}")
+        return 0
     if args.cmd == "train":
         kw = {k: getattr(args, k) for k in ("scenario", "episodes", "duration_s", "exploration_std", "gamma", "lr_actor",
                                             "lr_critic", "reward_scale", "reward_floor", "n_step", "batch_trajectories", "updates_per_trajectory",
