@@ -113,6 +113,31 @@ pub fn default_inference() -> Inference {
     }
 }
 
+type SharedSink = Arc<dyn TrajectorySink>;
+static DEFAULT_RECORDING: std::sync::Mutex<Option<(SharedSink, f64)>> = std::sync::Mutex::new(None);
+
+/// Makes every flow of a config that records nothing itself put its decisions into `sink`,
+/// exploring with Gaussian noise of deviation `exploration_std` unless its config explores
+/// already, for the whole process (`ccp-agent --arc-trajectories`). Flows started before keep
+/// what they had.
+pub fn set_default_recording(sink: SharedSink, exploration_std: f64) {
+    let std = if exploration_std.is_finite() {
+        exploration_std.max(0.0)
+    } else {
+        0.0
+    };
+    *DEFAULT_RECORDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((sink, std));
+}
+
+fn default_recording() -> Option<(SharedSink, f64)> {
+    DEFAULT_RECORDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
 /// One decision of a flow, for a learner.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -313,6 +338,16 @@ impl ArcCc {
             .as_ref()
             .map_or((DEFAULT_HISTORY, DEFAULT_DELTA), |s| (s.history, s.delta));
         let observer = Observer::new(start, history);
+        let own_std = if cfg.exploration_std.is_finite() {
+            cfg.exploration_std.max(0.0)
+        } else {
+            0.0
+        };
+        let (sink, exploration_std) = match (&cfg.sink, default_recording()) {
+            (Some(s), _) => (Some(s.clone()), own_std),
+            (None, Some((s, std))) => (Some(s), if own_std > 0.0 { own_std } else { std }),
+            (None, None) => (None, own_std),
+        };
         let control = RateControl::new(
             start.mss_bytes,
             observer.handoff.cwnd_bytes,
@@ -329,13 +364,9 @@ impl ArcCc {
             slot: Arc::new(Slot::default()),
             last_seq: 0,
             in_force: 0.0,
-            exploration_std: if cfg.exploration_std.is_finite() {
-                cfg.exploration_std.max(0.0)
-            } else {
-                0.0
-            },
+            exploration_std,
             rng: SplitMix64::new(start.seed ^ 0x4152_4300_0000_0000),
-            sink: cfg.sink.clone(),
+            sink,
             sock_id: start.sock_id,
             seed: start.seed,
             steps: 0,
