@@ -103,7 +103,7 @@ $(PY_STAMP): $(PY_SOURCES)
 onnx-example: venv
 	[ -f results/antelope-train/onnx.csv ] || $(EVAL) gen-data antelope-train --out results/antelope-train
 	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
-	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace
+	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace,lptcp,rltcp,arc
 
 # TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): A2C on
 # ccp/Select-v0 over `antelope-train` (disjoint from tcprl-288 and dynamic), then the DNC on paths
