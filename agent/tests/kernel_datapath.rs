@@ -9,7 +9,7 @@
 //! - `--alg selector` with the `rotate:N` policy: the flow is handed between candidates mid-
 //!   flow (the agent logs each swap) and keeps the link busy.
 //! - `--alg arc` with `--arc-trajectories`: ARC's actor paces a real flow from its inference
-//!   thread, every decision lands in the SQLite store, and a new model version written mid-flow
+//!   thread, every decision lands in the `SQLite` store, and a new model version written mid-flow
 //!   is picked up without a restart (needs ONNX Runtime too).
 //!
 //! Everything is removed at the end: the namespaces (the testbed's drop), `ccp` (the datapath
@@ -270,22 +270,7 @@ fn arc_paces_a_real_flow_records_it_and_hot_reloads_its_model() {
     }
     let db = dir.join("trajectories.sqlite");
     let _ = std::fs::remove_file(&db);
-    let cfg = config("arc", "");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
-        .args(["--ipc", "unix", "--alg", "arc", "--name", &agent_name])
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--arc-trajectories")
-        .arg(&db)
-        .args(["--arc-explore", "0.1"])
-        .env("RUST_LOG", "info")
-        .env("CCP_ARC_MODEL", dir.join("actor.onnx"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut agent = Agent::adopt(child, "agent");
-    agent.sock = Path::new("/tmp/ccp").join(&agent_name);
+    let mut agent = spawn_arc_agent(&agent_name, &dir, &db);
     agent.wait_bound();
     let Some(dp) = datapath_or_skip(test, &dp_name, &agent_name) else {
         return;
@@ -333,8 +318,34 @@ fn arc_paces_a_real_flow_records_it_and_hot_reloads_its_model() {
             .any(|l| l.contains(&format!("version={}", v0 + 100))),
         "the new model was not picked up: {loads:?}"
     );
-    // The store: one flow's decisions, actions applied (with exploration), both versions.
-    let con = rusqlite::Connection::open(&db).unwrap();
+    check_store(&db, v0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ccp-agent --alg arc` with the model in `dir` and the store `db`, exploring.
+fn spawn_arc_agent(agent_name: &str, dir: &Path, db: &Path) -> Agent {
+    let cfg = config("arc", "");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args(["--ipc", "unix", "--alg", "arc", "--name", agent_name])
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--arc-trajectories")
+        .arg(db)
+        .args(["--arc-explore", "0.1"])
+        .env("RUST_LOG", "info")
+        .env("CCP_ARC_MODEL", dir.join("actor.onnx"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut agent = Agent::adopt(child, "agent");
+    agent.sock = Path::new("/tmp/ccp").join(agent_name);
+    agent
+}
+
+/// The store: one flow's decisions, actions applied (with exploration), by both versions.
+fn check_store(db: &Path, v0: u64) {
+    let con = rusqlite::Connection::open(db).unwrap();
     let (n, acted, flows_n): (i64, i64, i64) = con
         .query_row(
             "SELECT COUNT(*), COUNT(action), COUNT(DISTINCT flow) FROM decisions",
@@ -361,5 +372,4 @@ fn arc_paces_a_real_flow_records_it_and_hot_reloads_its_model() {
         vec![v0 as i64, (v0 + 100) as i64],
         "decisions by model version"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
