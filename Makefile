@@ -2,8 +2,9 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages: clang and libclang for bindgen (the libccp oracle in the conformance tests).
-APT_PACKAGES := clang libclang-dev bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config
+# Debian packages: clang and libclang for bindgen (the libccp oracle in the conformance tests);
+# libsqlite3-dev for ccp-agent's ARC trajectory store (rusqlite against the system library).
+APT_PACKAGES := clang libclang-dev bpftool libbpf-dev libelf-dev zlib1g-dev pkg-config libsqlite3-dev
 
 # Python venv for the `onnx` selection policy: ONNX Runtime's shared library comes from the PyPI
 # wheel (the Rust `ort` crate, 2.0.0-rc.15, targets ONNX Runtime 1.31 and loads it at run time),
@@ -25,7 +26,7 @@ export CCP_ONNX_REQUIRED := 1
 RAY_VERSION := 2.60.0
 export CCP_RAY_REQUIRED := 1
 
-.PHONY: all build run test deps bench demo venv onnx-example models tcprl-model ns3 ns3-calibrate
+.PHONY: all build run test deps bench demo venv onnx-example models tcprl-model arc-model ns3 ns3-calibrate
 
 # `ccp-agent/kernel` and `ccp-eval/kernel` enable `ccp-datapath/kernel` too (the agent's
 # `iw.kernel_cgroup` and `ccp-kernel-datapath`, the harness's `run --datapath kernel`); all are
@@ -102,7 +103,7 @@ $(PY_STAMP): $(PY_SOURCES)
 onnx-example: venv
 	[ -f results/antelope-train/onnx.csv ] || $(EVAL) gen-data antelope-train --out results/antelope-train
 	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
-	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace
+	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace,lptcp,rltcp,arc
 
 # TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): A2C on
 # ccp/Select-v0 over `antelope-train` (disjoint from tcprl-288 and dynamic), then the DNC on paths
@@ -110,6 +111,14 @@ onnx-example: venv
 tcprl-model: venv
 	$(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl --iterations 5000 \
 	  --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 --dnc-conditions 100 --dnc-episodes 2
+
+# ARC's shipped actor (algorithms/models/arc: actor.onnx, actor.json, curve.json; docs/algorithms.md):
+# off-policy actor-critic on ccp/Rate-v0 over `arc-train` (disjoint from arc-paper's buffers),
+# warm-started from a rule controller's episodes; a few minutes on two busy cores.
+ARC_TRAIN := --scenario arc-train --episodes 300 --lr-actor 1e-5 --lr-critic 1e-3 --n-step 4 \
+  --warm-episodes 30 --clone-updates 400 --critic-warmup-updates 1500 --updates-per-trajectory 16 --seed 1
+arc-model: venv
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(VENV)/bin/python -m ccp_suite.arc train --out algorithms/models/arc $(ARC_TRAIN)
 
 run: deps venv models
 	$(EVAL) run quick --out results/quick
@@ -128,7 +137,7 @@ test: deps venv models
 	$(VENV)/bin/python -m pytest -q python/tests
 
 bench: deps
-	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent
+	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent -p ccp-algorithms
 
 # ns-3 beside the simulator (docs/calibration.md, "ns-3 beside the simulator"), optional and not
 # part of `make test` (whose ns-3 test runs only when ns-3 is installed): Debian's ns-3 3.37 and

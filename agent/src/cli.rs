@@ -20,7 +20,7 @@ struct Cli {
     ipc: IpcKind,
     /// Algorithm for flows that ask for none (or for one this agent does not have): an
     /// algorithm of the registry (reno, cubic, bbr, copa, vegas, westwood, illinois, c2tcp,
-    /// vivace, and any a researcher's build adds) or selector.
+    /// vivace, lptcp, rltcp, arc, and any a researcher's build adds) or selector.
     #[arg(long)]
     alg: String,
     /// The agent config (`agent.toml`); reloaded on SIGHUP. Without it every setting is at its
@@ -31,6 +31,14 @@ struct Cli {
     /// at most 64 bytes; refused while another process is bound there).
     #[arg(long, default_value = "portus")]
     name: String,
+    /// ARC's trajectory store: every decision of the `arc` flows goes to this `SQLite` database
+    /// (created if missing; WAL mode) for an online learner (`python -m ccp_suite.arc learn`).
+    #[arg(long)]
+    arc_trajectories: Option<PathBuf>,
+    /// With `--arc-trajectories`: the deviation of the Gaussian noise `arc` flows add to their
+    /// actions (exploration on the environment side; 0: none).
+    #[arg(long, default_value_t = 0.0)]
+    arc_explore: f64,
 }
 
 /// Runs `ccp-agent` with `registry` as the process's algorithms (parsing the command line):
@@ -42,12 +50,30 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         eprintln!("ccp-agent: {e}");
         return ExitCode::from(2);
     }
+    // Real time: ARC's actor runs on its inference thread, off the report path.
+    ccp_algorithms::arc::set_default_inference(ccp_algorithms::arc::Inference::Worker);
     let cli = Cli::parse();
     if cli.ipc == IpcKind::Unix
         && let Err(e) = crate::socket::claim(&cli.name)
     {
         eprintln!("ccp-agent: {e}");
         return ExitCode::from(2);
+    }
+    if let Some(path) = &cli.arc_trajectories {
+        if !(cli.arc_explore >= 0.0 && cli.arc_explore.is_finite()) {
+            eprintln!(
+                "ccp-agent: --arc-explore must be >= 0, got {}",
+                cli.arc_explore
+            );
+            return ExitCode::from(2);
+        }
+        match crate::arc_store::TrajectoryStore::open(path) {
+            Ok(store) => ccp_algorithms::arc::set_default_recording(store, cli.arc_explore),
+            Err(e) => {
+                eprintln!("ccp-agent: {e}");
+                return ExitCode::from(2);
+            }
+        }
     }
     let loaded = match &cli.config {
         Some(path) => {

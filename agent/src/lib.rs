@@ -114,6 +114,7 @@
 //! - [`socket`]: `--name` checks, and refusing to take over a running agent's socket.
 
 pub mod agent;
+pub mod arc_store;
 pub mod cli;
 pub mod config;
 pub mod guard;

@@ -8,6 +8,9 @@
 //!   the in-kernel fallback and keeps moving data.
 //! - `--alg selector` with the `rotate:N` policy: the flow is handed between candidates mid-
 //!   flow (the agent logs each swap) and keeps the link busy.
+//! - `--alg arc` with `--arc-trajectories`: ARC's actor paces a real flow from its inference
+//!   thread, every decision lands in the `SQLite` store, and a new model version written mid-flow
+//!   is picked up without a restart (needs ONNX Runtime too).
 //!
 //! Everything is removed at the end: the namespaces (the testbed's drop), `ccp` (the datapath
 //! process exits, its `struct_ops` link goes with it), the sockets under `/tmp/ccp`. Without
@@ -235,5 +238,138 @@ fn selector_hands_a_real_flow_between_candidates() {
     assert!(
         flow.goodput_bps > 0.5 * RATE_BPS as f64,
         "the swaps stalled the flow: {flow:?}"
+    );
+}
+
+#[test]
+fn arc_paces_a_real_flow_records_it_and_hot_reloads_its_model() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let test = "arc_paces_a_real_flow_records_it_and_hot_reloads_its_model";
+    if let Err(e) = ccp_algorithms::onnx::resolve_library(None) {
+        assert!(
+            std::env::var_os("CCP_ONNX_REQUIRED").is_none(),
+            "{test}: ONNX Runtime is required: {e}"
+        );
+        println!("skipped {test}: {e}");
+        return;
+    }
+    let Some(testbed) = testbed_or_skip(test) else {
+        return;
+    };
+    let pid = std::process::id();
+    let agent_name = format!("kdp-arc-agent-{pid}");
+    let dp_name = format!("kdp-arc-{pid}");
+    // A copy of the shipped actor the test may rewrite, and the store.
+    let dir = std::env::temp_dir().join(format!("ccp-agent-kdp-{pid}-arc"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/models/arc");
+    for f in ["actor.onnx", "actor.json"] {
+        std::fs::copy(shipped.join(f), dir.join(f)).unwrap();
+    }
+    let db = dir.join("trajectories.sqlite");
+    let _ = std::fs::remove_file(&db);
+    let mut agent = spawn_arc_agent(&agent_name, &dir, &db);
+    agent.wait_bound();
+    let Some(dp) = datapath_or_skip(test, &dp_name, &agent_name) else {
+        return;
+    };
+    agent.wait_for_line("installing programs", 1).unwrap();
+
+    let run = testbed
+        .start(&[FlowSpec::timed("ccp", Duration::from_secs(8))])
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // A new version, written as a learner writes it (temporary file, then rename).
+    let side = dir.join("actor.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    let v0 = json["version"].as_u64().unwrap_or(0);
+    json["version"] = (v0 + 100).into();
+    let tmp = dir.join(".actor.json.tmp");
+    std::fs::write(&tmp, json.to_string()).unwrap();
+    std::fs::rename(&tmp, &side).unwrap();
+    let flows = run.wait().unwrap();
+    let summary = stop(dp);
+    let flow = &flows[0];
+    let loads: Vec<String> = agent
+        .log()
+        .lines()
+        .filter(|l| l.contains("ARC model loaded"))
+        .map(str::to_string)
+        .collect();
+    println!("summary: {summary}\nloads: {loads:?}\nflow: {flow:?}");
+    agent.signal(libc::SIGTERM);
+
+    assert!(flow.completed, "{flow:?}");
+    assert!(
+        flow.goodput_bps > 0.3 * RATE_BPS as f64,
+        "ARC moved {:.0} bit/s on a {RATE_BPS} bit/s link",
+        flow.goodput_bps
+    );
+    assert!(
+        field(&summary, "user_acks") > 1_000,
+        "the kernel did not apply ARC's windows: {summary}"
+    );
+    assert!(
+        loads
+            .iter()
+            .any(|l| l.contains(&format!("version={}", v0 + 100))),
+        "the new model was not picked up: {loads:?}"
+    );
+    check_store(&db, v0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ccp-agent --alg arc` with the model in `dir` and the store `db`, exploring.
+fn spawn_arc_agent(agent_name: &str, dir: &Path, db: &Path) -> Agent {
+    let cfg = config("arc", "");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args(["--ipc", "unix", "--alg", "arc", "--name", agent_name])
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--arc-trajectories")
+        .arg(db)
+        .args(["--arc-explore", "0.1"])
+        .env("RUST_LOG", "info")
+        .env("CCP_ARC_MODEL", dir.join("actor.onnx"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut agent = Agent::adopt(child, "agent");
+    agent.sock = Path::new("/tmp/ccp").join(agent_name);
+    agent
+}
+
+/// The store: one flow's decisions, actions applied (with exploration), by both versions.
+fn check_store(db: &Path, v0: u64) {
+    let con = rusqlite::Connection::open(db).unwrap();
+    let (n, acted, flows_n): (i64, i64, i64) = con
+        .query_row(
+            "SELECT COUNT(*), COUNT(action), COUNT(DISTINCT flow) FROM decisions",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    // 8 s at one decision per 20 ms (RTT/2 of 40 ms), some lost to the start.
+    assert!(n > 150, "only {n} decisions stored");
+    assert!(
+        acted * 10 > n * 8,
+        "{acted} of {n} decisions applied an action"
+    );
+    assert_eq!(flows_n, 1);
+    let versions: Vec<i64> = con
+        .prepare("SELECT DISTINCT model_version FROM decisions WHERE action IS NOT NULL ORDER BY 1")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        versions,
+        vec![v0 as i64, (v0 + 100) as i64],
+        "decisions by model version"
     );
 }

@@ -8,8 +8,10 @@
 //! each naming the paper or RFC it follows and what it leaves out: [`reno`] (RFC 5681/6582),
 //! [`cubic`] (RFC 9438), [`bbr`] (BBR v1), [`copa`], [`vegas`], [`westwood`] (Westwood+),
 //! [`illinois`], [`c2tcp`], [`vivace`] (PCC Vivace), and the learned [`lptcp`] (a random-forest
-//! loss predictor on `NewReno`) and [`rltcp`] (SARSA on `NewReno`), both Kong et al., `NetAI`'18. See `DESIGN.md` §3.1 and §3.3 for the
-//! contracts these follow, and `docs/writing-a-cca.md` to add one.
+//! loss predictor on `NewReno`) and [`rltcp`] (SARSA on `NewReno`), both Kong et al., `NetAI`'18,
+//! and [`arc`] (ARC, an actor-critic rate controller run with ONNX Runtime; [`onnx`] is the
+//! suite's one loader of the runtime). See `DESIGN.md` §3.1 and §3.3 for the contracts these
+//! follow, and `docs/writing-a-cca.md` to add one.
 //!
 //! Algorithms read no clock and own no IPC handle; time comes from the reports. The datapath
 //! they run on is `ccp-datapath` (a dev-dependency only: the behaviour tests in `tests/` run
@@ -17,6 +19,7 @@
 
 pub mod adapter;
 pub mod api;
+pub mod onnx;
 pub mod programs;
 pub mod recovery;
 pub mod registry;
@@ -58,6 +61,7 @@ builtin_algorithms! {
     vivace: Vivace, VivaceConfig, "PCC Vivace (Dong et al., NSDI'18)";
     lptcp: LpTcp, LpTcpConfig, "LP-TCP (Kong et al., NetAI'18): NewReno holding the window when a random forest predicts loss";
     rltcp: RlTcp, RlTcpConfig, "RL-TCP (Kong et al., NetAI'18): NewReno with SARSA choosing the window change per RTT";
+    arc: ArcCc, ArcConfig, "ARC (Zhang et al.): an actor-critic pacing-rate controller, its actor run with ONNX Runtime off the report path every RTT/2";
 }
 
 /// The default config of every algorithm of the process's registry ([`registry::global`]).

@@ -16,9 +16,15 @@
 //!   report's minimum RTT is then the minimum over the last `RTT / 2`, Copa's `RTTstanding`,
 //!   and a per-ACK rule acts twice per RTT instead of once.
 //!
+//! - [`every_rtts`]: the same, reporting every `k` RTTs for any `k` (ARC's decision interval,
+//!   the rate environment's); `k = 1/2` and `k = 1` are [`PER_HALF_RTT`] and [`PER_RTT`]
+//!   themselves, another `k` a program of its own (not in [`ALL`]: whoever installs it
+//!   registers it through its config's programs).
+//!
 //! All share one report layout, so they share one decoder.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
 
 use portus::Report;
 use portus::lang::Scope;
@@ -127,6 +133,44 @@ pub static PER_HALF_RTT: ProgramSpec = ProgramSpec {
 /// Every program of the library.
 pub static ALL: [&ProgramSpec; 3] = [&PER_RTT, &PER_RTT_URGENT, &PER_HALF_RTT];
 
+/// A program reporting every `interval_rtts` RTTs (see the module docs), as a one-program
+/// list for a config's `programs`. Intervals are kept to 1/1000 RTT, in `[0.001, 100]`; each
+/// distinct one is made once per process.
+pub fn every_rtts(interval_rtts: f64) -> Result<&'static [&'static ProgramSpec], String> {
+    static MADE: Mutex<BTreeMap<u32, &'static [&'static ProgramSpec]>> =
+        Mutex::new(BTreeMap::new());
+    static PER_RTT_ONLY: [&ProgramSpec; 1] = [&PER_RTT];
+    static PER_HALF_RTT_ONLY: [&ProgramSpec; 1] = [&PER_HALF_RTT];
+    let per_mille = (interval_rtts * 1000.0).round();
+    if !(1.0..=100_000.0).contains(&per_mille) {
+        return Err(format!(
+            "the report interval must be in [0.001, 100] RTTs, got {interval_rtts}"
+        ));
+    }
+    let k = per_mille as u32;
+    match k {
+        500 => return Ok(&PER_HALF_RTT_ONLY),
+        1000 => return Ok(&PER_RTT_ONLY),
+        _ => {}
+    }
+    let mut made = MADE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(p) = made.get(&k) {
+        return Ok(p);
+    }
+    let every = "(when (> Micros Report.rtt)";
+    let source = PER_RTT.source.replace(
+        every,
+        &format!("(when (> (* Micros 1000) (* Report.rtt {k}))"),
+    );
+    let spec: &'static ProgramSpec = Box::leak(Box::new(ProgramSpec {
+        name: Box::leak(format!("suite_every_{k}_permille_rtt").into_boxed_str()),
+        source: Box::leak(source.into_boxed_str()),
+    }));
+    let list: &'static [&'static ProgramSpec] = Box::leak(vec![spec].into_boxed_slice());
+    made.insert(k, list);
+    Ok(list)
+}
+
 /// The library's side of a program: registration and the typed decoder.
 impl ProgramSpec {
     /// The portus registration map of some programs.
@@ -202,6 +246,18 @@ mod tests {
                 assert!(scope.get(f).is_some(), "{}: no {f}", p.name);
             }
         }
+    }
+
+    #[test]
+    fn every_rtts_shares_the_library_programs_and_compiles_the_others() {
+        assert_eq!(every_rtts(0.5).unwrap()[0].name, PER_HALF_RTT.name);
+        assert_eq!(every_rtts(1.0).unwrap()[0].name, PER_RTT.name);
+        let p = every_rtts(0.25).unwrap()[0];
+        assert!(std::ptr::eq(p, every_rtts(0.25).unwrap()[0]));
+        assert!(p.source.contains("(* Report.rtt 250)"), "{}", p.source);
+        portus::lang::compile(p.source.as_bytes(), &[]).unwrap_or_else(|e| panic!("{}", e.0));
+        assert!(every_rtts(0.0).is_err() && every_rtts(f64::NAN).is_err());
+        assert!(every_rtts(1e6).is_err());
     }
 
     #[test]

@@ -449,7 +449,7 @@ mod tests {
             r.names(),
             [
                 "reno", "cubic", "bbr", "copa", "vegas", "westwood", "illinois", "c2tcp", "vivace",
-                "lptcp", "rltcp"
+                "lptcp", "rltcp", "arc"
             ]
         );
         assert!(r.programs().len() <= MAX_PROGRAMS);

@@ -1,5 +1,6 @@
 //! One model-based property test run against every algorithm of the suite (and LP-TCP with a
-//! test forest, whether or not `eval/models` holds one): random sequences
+//! test forest, whether or not `eval/models` holds one; ARC with its shipped actor, inline,
+//! when ONNX Runtime is there, else without one): random sequences
 //! of reports (zero RTT, huge RTT, no ACKs, repeated timeouts, rate 0, time going backwards)
 //! and handoffs never panic, keep the window within [2 MSS, 2^32 - 1] with no NaN leaking out,
 //! and answer a timeout by shrinking the window.
@@ -11,7 +12,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use ccp_algorithms::{
-    DynAlgorithmConfig, FlowStart, Handoff, LpTcpConfig, Measurement, Pacing, suite,
+    ArcConfig, DynAlgorithmConfig, FlowStart, Handoff, LpTcpConfig, Measurement, Pacing, suite,
 };
 use proptest::prelude::*;
 
@@ -126,9 +127,16 @@ fn op() -> impl Strategy<Value = Op> {
 fn with_models() -> Vec<Box<dyn DynAlgorithmConfig>> {
     let forest =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lptcp-forest.json");
-    vec![Box::new(
+    let v: Vec<Box<dyn DynAlgorithmConfig>> = vec![Box::new(
         LpTcpConfig::load(&forest).expect("the test forest loads"),
-    )]
+    )];
+    // ARC runs in the suite with its shipped actor, inline; make sure it is the real thing.
+    if let Err(e) = ArcConfig::default().ready()
+        && std::env::var_os("CCP_ONNX_REQUIRED").is_some()
+    {
+        panic!("ARC's shipped actor does not load: {e}");
+    }
+    v
 }
 
 proptest! {

@@ -10,9 +10,11 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use ccp_algorithms::arc::Inference;
 use ccp_algorithms::{
-    AlgorithmConfig, BbrConfig, C2tcpConfig, Ccp, CopaConfig, CubicConfig, IllinoisConfig,
-    LpTcpConfig, RenoConfig, RlTcpConfig, VegasConfig, VivaceConfig, WestwoodConfig,
+    AlgorithmConfig, ArcConfig, BbrConfig, C2tcpConfig, Ccp, CopaConfig, CubicConfig,
+    IllinoisConfig, LpTcpConfig, RenoConfig, RlTcpConfig, VegasConfig, VivaceConfig,
+    WestwoodConfig,
 };
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
@@ -168,4 +170,21 @@ fn lptcp_trajectory() {
 #[test]
 fn rltcp_trajectory() {
     check("rltcp", &trajectory(RlTcpConfig::default()));
+}
+
+/// ARC with its shipped actor (`models/arc/actor.onnx`), inline (the simulator's deterministic
+/// mode); needs ONNX Runtime (skipped without it unless `CCP_ONNX_REQUIRED` is set).
+#[test]
+fn arc_trajectory() {
+    let actor = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/arc/actor.onnx");
+    let cfg = ArcConfig::with_model(actor).inference(Inference::Deferred);
+    if let Err(e) = cfg.ready() {
+        assert!(
+            std::env::var_os("CCP_ONNX_REQUIRED").is_none(),
+            "ARC's actor does not load: {e}"
+        );
+        eprintln!("skipped: {e}");
+        return;
+    }
+    check("arc", &trajectory(cfg));
 }

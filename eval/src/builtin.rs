@@ -37,6 +37,8 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-train.toml"),
     ),
     ("lptcp-train", include_str!("../scenarios/lptcp-train.toml")),
+    ("arc-train", include_str!("../scenarios/arc-train.toml")),
+    ("arc-paper", include_str!("../scenarios/arc-paper.toml")),
     ("lptcp-paper", include_str!("../scenarios/lptcp-paper.toml")),
     ("rltcp-paper", include_str!("../scenarios/rltcp-paper.toml")),
     (

@@ -104,7 +104,7 @@ def test_the_documented_aimd_runs_in_the_simulator_and_moves_data() -> None:
 
 def test_a_python_algorithm_is_a_selector_candidate() -> None:
     assert "py-aimd" in ccp_suite.candidates()
-    assert ccp_suite.algorithms()[-4:] == ["rltcp", "py-raises", "py-wrong-type", "py-aimd"]
+    assert ccp_suite.algorithms()[-4:] == ["arc", "py-raises", "py-wrong-type", "py-aimd"]
     rein = [r for r in DOC_NS["rows"] if r["scheme"] == "selector-rein"]
     assert rein and all(r["status"] == "ok" for r in rein), rein
 

@@ -9,12 +9,10 @@
 //! single-threaded CPU inference per report.
 //!
 //! # The runtime
-//! `ort` is built with `load-dynamic`: `libonnxruntime.so` is opened at run time, once per
-//! process. [`OnnxModel::load`] finds it by [`resolve_library`]: `ORT_DYLIB_PATH` if set, else
-//! `onnxruntime/capi/libonnxruntime.so*` under `.venv/lib/python3*/site-packages/` of the current
-//! directory or one of its ancestors (the workspace `.venv` that `make venv` fills from the
-//! pinned `onnxruntime` wheel from the Python package index). A missing or unloadable library is an [`OnnxError`], never
-//! a panic.
+//! ONNX Runtime is loaded once per process by [`ccp_algorithms::onnx`] (the suite's one copy of
+//! the library lookup, shared with ARC's actor): `ORT_DYLIB_PATH` if set, else the workspace
+//! `.venv` that `make venv` fills. A missing or unloadable library is an [`OnnxError`], never a
+//! panic.
 //!
 //! # The features (schema [`SCHEMA_VERSION`] 1)
 //! Per report, in this order ([`FEATURES`], then one per candidate):
@@ -45,13 +43,14 @@
 //! example model, trained with `cubic` first, serves the agent's default order (`reno` first)
 //! as well as `ccp-eval`'s.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub use ccp_algorithms::onnx::DYLIB_ENV;
+use ccp_algorithms::onnx::RuntimeError;
+pub(crate) use ccp_algorithms::onnx::check_outlet;
 use ort::session::Session;
-use ort::session::builder::GraphOptimizationLevel;
-use ort::value::{TensorElementType, TensorRef, ValueType};
+use ort::value::TensorRef;
 use serde::Deserialize;
 
 use crate::policy::{Decision, Features, SelectionPolicy};
@@ -68,9 +67,6 @@ pub const MSS_BYTES: u64 = 1448;
 
 /// Upper bound of `rtt_ratio`, so one stale `min_rtt` cannot blow the input up.
 pub const RTT_RATIO_CAP: f64 = 10.0;
-
-/// Environment variable naming the ONNX Runtime shared library.
-pub const DYLIB_ENV: &str = "ORT_DYLIB_PATH";
 
 /// What can go wrong loading the runtime or a model, or running it.
 #[derive(Debug, thiserror::Error)]
@@ -144,109 +140,31 @@ pub enum OnnxError {
     Poisoned,
 }
 
+impl From<RuntimeError> for OnnxError {
+    fn from(e: RuntimeError) -> Self {
+        match e {
+            RuntimeError::LibraryNotFound { searched } => Self::LibraryNotFound { searched },
+            RuntimeError::LibraryLoad { path, reason } => Self::LibraryLoad { path, reason },
+            RuntimeError::CurrentDir(reason) => Self::LibraryNotFound {
+                searched: format!("the current directory ({reason})"),
+            },
+            RuntimeError::Poisoned => Self::Poisoned,
+        }
+    }
+}
+
 /// The library path to use: `explicit`, else `ORT_DYLIB_PATH`, else the workspace `.venv`
-/// (see the module docs). Checks only that the file exists.
+/// ([`ccp_algorithms::onnx::resolve_library`]). Checks only that the file exists.
 pub fn resolve_library(explicit: Option<&Path>) -> Result<PathBuf, OnnxError> {
-    if let Some(p) = explicit {
-        return existing(p, format!("{} (explicit)", p.display()));
-    }
-    if let Some(p) = std::env::var_os(DYLIB_ENV).filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return existing(&p, format!("{}={}", DYLIB_ENV, p.display()));
-    }
-    let mut searched = String::new();
-    let cwd = std::env::current_dir().map_err(|source| OnnxError::Io {
-        path: PathBuf::from("."),
-        source,
-    })?;
-    for dir in cwd.ancestors() {
-        let lib = dir.join(".venv").join("lib");
-        let _ = write!(
-            searched,
-            "{}/python3*/site-packages/onnxruntime/capi/libonnxruntime.so*; ",
-            lib.display()
-        );
-        if let Some(found) = find_in_venv(&lib) {
-            return Ok(found);
-        }
-    }
-    Err(OnnxError::LibraryNotFound {
-        searched: format!("{DYLIB_ENV} unset; {searched}"),
-    })
+    Ok(ccp_algorithms::onnx::resolve_library(explicit)?)
 }
 
-fn existing(p: &Path, searched: String) -> Result<PathBuf, OnnxError> {
-    if p.is_file() {
-        Ok(p.to_path_buf())
-    } else {
-        Err(OnnxError::LibraryNotFound { searched })
-    }
-}
-
-fn find_in_venv(lib: &Path) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(lib)
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
-        })
-        .collect();
-    dirs.sort();
-    for d in dirs {
-        let capi = d.join("site-packages/onnxruntime/capi");
-        let Ok(entries) = std::fs::read_dir(&capi) else {
-            continue;
-        };
-        let mut libs: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("libonnxruntime.so"))
-            })
-            .collect();
-        libs.sort();
-        if let Some(l) = libs.pop() {
-            return Some(l);
-        }
-    }
-    None
-}
-
-/// The process-wide runtime: ONNX Runtime allows one library and one environment per process.
-struct Runtime {
-    path: PathBuf,
-    env: ort::environment::Environment,
-}
-
-static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
-
-/// Loads ONNX Runtime (once per process) and returns its environment. Once a library is
-/// loaded, later calls reuse it whatever `library` says; the path is returned for logs.
+/// Loads ONNX Runtime (once per process, [`ccp_algorithms::onnx::environment`]) and returns
+/// its environment and the library's path (for logs).
 pub(crate) fn runtime(
     library: Option<&Path>,
 ) -> Result<(ort::environment::Environment, PathBuf), OnnxError> {
-    let mut slot = RUNTIME.lock().map_err(|_| OnnxError::Poisoned)?;
-    if let Some(rt) = slot.as_ref() {
-        return Ok((rt.env.clone(), rt.path.clone()));
-    }
-    let path = resolve_library(library)?;
-    let load_err = |reason: String| OnnxError::LibraryLoad {
-        path: path.clone(),
-        reason,
-    };
-    let env = ort::init_from(&path)
-        .map_err(|e| load_err(e.to_string()))?
-        .with_name("ccp-selector")
-        .build()
-        .map_err(|e| load_err(e.to_string()))?;
-    *slot = Some(Runtime {
-        path: path.clone(),
-        env: env.clone(),
-    });
-    Ok((env, path))
+    Ok(ccp_algorithms::onnx::environment(library)?)
 }
 
 /// The sidecar `policy.json` (see the module docs); unknown fields are ignored.
@@ -348,15 +266,7 @@ impl OnnxModel {
             path: model.to_path_buf(),
             source,
         };
-        let session = Session::builder(&env)
-            .and_then(|b| b.with_intra_threads(1).map_err(Into::into))
-            .and_then(|b| b.with_inter_threads(1).map_err(Into::into))
-            .and_then(|b| {
-                b.with_optimization_level(GraphOptimizationLevel::All)
-                    .map_err(Into::into)
-            })
-            .and_then(|mut b| b.commit_from_memory(&bytes))
-            .map_err(model_err)?;
+        let session = ccp_algorithms::onnx::session(&env, &bytes).map_err(model_err)?;
 
         let per_report = names.len();
         let input_len = sidecar.window * per_report;
@@ -470,35 +380,6 @@ pub fn feature_names(candidates: &[&str]) -> Vec<String> {
         .map(|f| (*f).to_string())
         .chain(candidates.iter().map(|c| format!("current={c}")))
         .collect()
-}
-
-/// Checks that `outlets` has a float tensor `name` of shape `[batch, len]` (batch 1 or dynamic).
-pub(crate) fn check_outlet(
-    outlets: &[ort::value::Outlet],
-    name: &str,
-    len: usize,
-    what: &'static str,
-    mismatch: &impl Fn(&'static str, String, String) -> OnnxError,
-) -> Result<(), OnnxError> {
-    let expected = format!("{what} `{name}`: float [N or 1, {len}]");
-    let Some(outlet) = outlets.iter().find(|o| o.name() == name) else {
-        let found: Vec<&str> = outlets.iter().map(ort::value::Outlet::name).collect();
-        return Err(mismatch(what, expected, format!("{what}s {found:?}")));
-    };
-    let ok = match outlet.dtype() {
-        ValueType::Tensor { ty, shape, .. } => {
-            *ty == TensorElementType::Float32
-                && shape.len() == 2
-                && (shape[0] == -1 || shape[0] == 1)
-                && usize::try_from(shape[1]).is_ok_and(|d| d == len)
-        }
-        _ => false,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(mismatch(what, expected, format!("{:?}", outlet.dtype())))
-    }
 }
 
 /// A flow's input window in the schema of this module: the last K reports' features, oldest

@@ -16,7 +16,7 @@ pub(crate) struct Agent {
     /// The process (tests may wait on it).
     pub(crate) child: Child,
     stderr: Arc<Mutex<Vec<String>>>,
-    sock: PathBuf,
+    pub(crate) sock: PathBuf,
 }
 
 impl Agent {

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use ort::session::Session;
-use ort::session::builder::GraphOptimizationLevel;
 use ort::value::TensorRef;
 use serde::Deserialize;
 
@@ -84,18 +83,10 @@ fn session(path: &Path, library: Option<&Path>) -> Result<Session, OnnxError> {
         source,
     })?;
     let (env, _) = runtime(library)?;
-    Session::builder(&env)
-        .and_then(|b| b.with_intra_threads(1).map_err(Into::into))
-        .and_then(|b| b.with_inter_threads(1).map_err(Into::into))
-        .and_then(|b| {
-            b.with_optimization_level(GraphOptimizationLevel::All)
-                .map_err(Into::into)
-        })
-        .and_then(|mut b| b.commit_from_memory(&bytes))
-        .map_err(|source| OnnxError::Model {
-            path: path.to_path_buf(),
-            source,
-        })
+    ccp_algorithms::onnx::session(&env, &bytes).map_err(|source| OnnxError::Model {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 impl TcpRlModel {
