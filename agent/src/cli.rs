@@ -31,6 +31,11 @@ struct Cli {
     /// at most 64 bytes; refused while another process is bound there).
     #[arg(long, default_value = "portus")]
     name: String,
+    /// Busy-poll: keep reading the IPC this many microseconds after the last message before
+    /// sleeping (unix: default 0, block at once; shm: default 50). Costs a core while
+    /// messages keep coming; a huge value polls for good.
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u64>,
 }
 
 /// Runs `ccp-agent` with `registry` as the process's algorithms (parsing the command line):
@@ -43,7 +48,7 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         return ExitCode::from(2);
     }
     let cli = Cli::parse();
-    if cli.ipc == IpcKind::Unix
+    if matches!(cli.ipc, IpcKind::Unix | IpcKind::Shm)
         && let Err(e) = crate::socket::claim(&cli.name)
     {
         eprintln!("ccp-agent: {e}");
@@ -88,12 +93,14 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         return ExitCode::from(1);
     }
     info!(ipc = ?cli.ipc, alg = %cli.alg, name = %cli.name, "ccp-agent starting");
-    let result = crate::run(
+    let result = crate::agent::run_spinning(
         cli.ipc,
         &cli.name,
         default,
         Arc::new(AtomicBool::new(true)),
         state.guard().clone(),
+        cli.spin_us.map(std::time::Duration::from_micros),
+        state.shm().cloned(),
     );
     state.shutdown();
     match result {

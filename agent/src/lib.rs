@@ -115,7 +115,9 @@ pub mod kernel;
 pub mod learn;
 pub mod netlink;
 pub mod policies;
+pub mod shm;
 pub mod socket;
+pub mod spin_unix;
 
 pub use agent::{
     AgentError, AgentState, DefaultAlg, IpcKind, Registry, SELECTOR, run, run_on, spawn_reloader,
