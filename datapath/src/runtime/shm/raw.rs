@@ -137,8 +137,8 @@ impl Mapping {
         // alone (past the published tail, inside the space the reader has released); a peer
         // breaking the protocol can only make the bytes it reads wrong, which it checks.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
-        };
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len());
+        }
     }
 
     /// Copies `dst.len()` bytes out of the segment at `off` (in bounds).
