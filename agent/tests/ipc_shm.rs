@@ -88,6 +88,10 @@ fn flows_run_over_shared_memory_and_torn_or_garbage_records_are_dropped_by_the_g
     assert_eq!(dp.stats().msgs_rejected, 0, "the datapath read nothing bad");
     assert!(dp.transport().attached());
     assert_eq!(dp.transport().stats().attaches, 1);
+    // The hostile datapath goes away: the agent drops it and keeps serving the other.
+    drop(evil);
+    agent.wait_for_line("datapath detached", 1).unwrap();
+    assert_controlled(&mut dp, &mut a, 20);
 
     agent.signal(libc::SIGTERM);
     let totals = agent.wait_for_line("ipc guard totals", 1).unwrap();
@@ -98,6 +102,7 @@ fn flows_run_over_shared_memory_and_torn_or_garbage_records_are_dropped_by_the_g
     assert_eq!(field(&totals, "short"), 2, "{totals}");
     let shm = agent.wait_for_line("shm totals", 1).unwrap();
     assert_eq!(field(&shm, "attached"), 2, "{shm}");
+    assert_eq!(field(&shm, "detached"), 1, "{shm}");
     assert_eq!(field(&shm, "corrupt"), 0, "{shm}");
     let status = agent.child.wait().unwrap();
     assert!(status.success(), "{status}");
