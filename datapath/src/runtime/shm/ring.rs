@@ -1,5 +1,5 @@
 //! The segment's layout and the lock-free single-producer/single-consumer ring, one per
-//! direction. Safe code over [`raw::Mapping`]'s atomics and bounds-checked copies.
+//! direction. Safe code over the atomics and bounds-checked copies of `raw.rs`.
 //!
 //! ```text
 //! segment: [header 64 B][ring 0: datapath -> agent][ring 1: agent -> datapath]
