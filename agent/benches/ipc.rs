@@ -153,12 +153,14 @@ fn round_trips<T: Transport>(
     Ok((samples, lost))
 }
 
-/// Answers per second with at most `window` unanswered.
+/// Answers per second with at most `window` unanswered, and the agent's CPU time per answer
+/// over the span (µs: what one answer costs the agent, whatever share of a core it got).
 fn absorb<T: Transport>(
     dp: &mut Datapath<T, MonotonicClock>,
     window: u64,
     s: &Settings,
-) -> BoxResult<f64> {
+    agent: &Proc,
+) -> BoxResult<(f64, f64)> {
     let mut flows = open_flows(dp, FLOWS, 40_000 + window as u32 * 16)?;
     let base = dp.stats();
     let mut written_off = 0u64;
@@ -171,7 +173,7 @@ fn absorb<T: Transport>(
         let now = Instant::now();
         let elapsed = now - start;
         if mark.is_none() && elapsed >= s.absorb_warmup {
-            mark = Some((now, dp.stats()));
+            mark = Some((now, dp.stats(), agent.cpu_s()));
         }
         if elapsed >= s.absorb_warmup + s.absorb_span {
             break;
@@ -200,12 +202,17 @@ fn absorb<T: Transport>(
             last_progress = now;
         }
     }
-    let (t0, s0) = mark.ok_or("span ended before warm-up")?;
+    let (t0, s0, cpu0) = mark.ok_or("span ended before warm-up")?;
     let s1 = dp.stats();
+    let cpu = agent.cpu_s() - cpu0;
     if s1.fallback_entries > s0.fallback_entries {
         return Err("the datapath fell back during the run".into());
     }
-    Ok((s1.msgs_received - s0.msgs_received) as f64 / t0.elapsed().as_secs_f64())
+    let answers = (s1.msgs_received - s0.msgs_received) as f64;
+    Ok((
+        answers / t0.elapsed().as_secs_f64(),
+        cpu * 1e6 / answers.max(1.0),
+    ))
 }
 
 fn config() -> DatapathConfig {
@@ -232,19 +239,19 @@ fn measure(
     window: Option<u64>,
     tag: &str,
     s: &Settings,
-) -> BoxResult<(Vec<f64>, u64, f64)> {
+) -> BoxResult<(Vec<f64>, u64, (f64, f64))> {
     let pid = std::process::id();
     let agent = format!("bench-ipc-agent-{pid}-{tag}");
-    let _proc = spawn(v, &agent)?;
+    let proc = spawn(v, &agent)?;
     macro_rules! go {
         ($dp:expr) => {{
             let mut dp = $dp;
             match window {
                 None => {
                     let (rt, lost) = round_trips(&mut dp, s)?;
-                    (rt, lost, 0.0)
+                    (rt, lost, (0.0, 0.0))
                 }
-                Some(w) => (Vec::new(), 0, absorb(&mut dp, w, s)?),
+                Some(w) => (Vec::new(), 0, absorb(&mut dp, w, s, &proc)?),
             }
         }};
     }
@@ -260,6 +267,36 @@ fn measure(
             MonotonicClock::new()
         )),
     })
+}
+
+/// One value per round, for each cell.
+type PerCell = Vec<Vec<f64>>;
+
+/// The absorbed rate and the agent's CPU per answer, per cell, over `rounds`.
+fn absorb_rounds(rounds: usize, s: &Settings) -> BoxResult<(PerCell, PerCell)> {
+    let cells: Vec<(Variant, u64)> = vec![
+        (Variant::Unix, 8),
+        (Variant::UnixSpin, 8),
+        (Variant::Shm, 8),
+        (Variant::Shm, 256),
+    ];
+    let mut rates = vec![Vec::new(); cells.len()];
+    let mut cpu = vec![Vec::new(); cells.len()];
+    for round in 0..rounds {
+        for (k, &(v, w)) in cells.iter().enumerate() {
+            let (_, _, (r, cpu_us)) =
+                measure(v, Some(w), &format!("ab-{}-{w}-{round}", v.name()), s)?;
+            println!(
+                "  round {round} {:9} window {w:3}: {r:>10.0} answered reports/s, agent CPU \
+                 {cpu_us:.2} µs per answer (load average {})",
+                v.name(),
+                load_average()
+            );
+            rates[k].push(r);
+            cpu[k].push(cpu_us);
+        }
+    }
+    Ok((rates, cpu))
 }
 
 fn load_average() -> String {
@@ -315,23 +352,7 @@ fn main() -> BoxResult<()> {
             p50[k].push(q(500));
         }
     }
-    let cells: Vec<(Variant, u64)> = vec![
-        (Variant::Unix, 8),
-        (Variant::UnixSpin, 8),
-        (Variant::Shm, 8),
-        (Variant::Shm, 256),
-    ];
-    let mut rates = vec![Vec::new(); cells.len()];
-    for round in 0..rounds {
-        for (k, &(v, w)) in cells.iter().enumerate() {
-            let (_, _, r) = measure(v, Some(w), &format!("ab-{}-{w}-{round}", v.name()), &s)?;
-            println!(
-                "  round {round} {:9} window {w:3}: {r:>10.0} answered reports/s",
-                v.name()
-            );
-            rates[k].push(r);
-        }
-    }
+    let (mut rates, mut cpu) = absorb_rounds(rounds, &s)?;
     let med = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         percentile(v, 500).unwrap_or(f64::NAN)
@@ -356,6 +377,16 @@ fn main() -> BoxResult<()> {
         r[3],
         r[2] / r[0],
         r[3] / r[0]
+    );
+    let c: Vec<f64> = cpu.iter_mut().map(med).collect();
+    println!(
+        "  median agent CPU µs per answer: unix w8 {:.2}, unix-spin w8 {:.2}, shm w8 {:.2}, \
+         shm w256 {:.2} (a whole core would absorb {:.0}/s over shm at w256)",
+        c[0],
+        c[1],
+        c[2],
+        c[3],
+        1e6 / c[3]
     );
     println!("  load average at the end {}", load_average());
     Ok(())

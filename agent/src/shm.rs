@@ -8,7 +8,9 @@
 //! checks it exactly as it checks unix datagrams.
 //!
 //! **Waiting.** [`ShmIpc::recv`] looks at every peer's ring in turn; when all are empty it
-//! spins for `spin` (default [`DEFAULT_SPIN`]) and then parks in `poll(2)` on the doorbells,
+//! spins for `spin` (default [`DEFAULT_SPIN`]; after the first [`PURE_SPIN`] it yields the CPU
+//! between looks, so that on a busy machine the datapath it waits for can run) and then parks
+//! in `poll(2)` on the doorbells,
 //! the listening socket and every peer's stream (for at most a second, so portus sees its stop
 //! flag). While spinning it looks for new peers and departed ones every millisecond.
 //!
@@ -42,6 +44,8 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 pub const MAX_PEERS: usize = 1024;
 /// Most connections waiting for their hello.
 const MAX_PENDING: usize = 64;
+/// The first part of the spin, which does not give the CPU away (`sched_yield`) between looks.
+pub const PURE_SPIN: Duration = Duration::from_micros(5);
 /// How often a spinning agent accepts new peers and notices departed ones.
 const HOUSEKEEPING: Duration = Duration::from_millis(1);
 /// Longest sleep, so that portus looks at its stop flag.
@@ -312,8 +316,14 @@ impl Server {
             if now.duration_since(self.last_housekeeping) >= HOUSEKEEPING {
                 self.housekeeping(0)?;
             }
-            if now.duration_since(start) < self.spin {
-                std::hint::spin_loop();
+            let waited = now.duration_since(start);
+            if waited < self.spin {
+                if waited < PURE_SPIN {
+                    std::hint::spin_loop();
+                } else {
+                    // Still looking, but anything else runnable on this CPU goes first.
+                    std::thread::yield_now();
+                }
                 continue;
             }
             for p in &self.peers {

@@ -1,6 +1,8 @@
 //! `--ipc unix --spin-us N`: the unix datagram socket of `--ipc unix` (same path, same
 //! datagrams, same guard), read by spinning on a non-blocking `recv` for `N` µs after the
-//! last datagram before sleeping in `poll(2)`. It takes the wake-up of a sleeping agent (a
+//! last datagram before sleeping in `poll(2)` (after the first
+//! [`PURE_SPIN`](crate::shm::PURE_SPIN) it yields the CPU between looks, as `--ipc shm`
+//! does). It takes the wake-up of a sleeping agent (a
 //! trip through the hypervisor on a VM whose idle vCPUs halt at once, docs/benchmarks.md §1)
 //! out of the control loop while datagrams keep coming, at the price of a busy core; a very
 //! large `N` polls for good.
@@ -85,8 +87,14 @@ impl Ipc for SpinUnix {
             if let Some(r) = self.try_recv(msg)? {
                 return Ok(r);
             }
-            if start.elapsed() < self.spin {
-                std::hint::spin_loop();
+            let waited = start.elapsed();
+            if waited < self.spin {
+                if waited < crate::shm::PURE_SPIN {
+                    std::hint::spin_loop();
+                } else {
+                    // Still looking, but anything else runnable on this CPU goes first.
+                    std::thread::yield_now();
+                }
                 continue;
             }
             let mut ready = [false];
