@@ -8,11 +8,12 @@
 //! checks it exactly as it checks unix datagrams.
 //!
 //! **Waiting.** [`ShmIpc::recv`] looks at every peer's ring in turn; when all are empty it
-//! spins for `spin` (default [`DEFAULT_SPIN`]; after the first [`PURE_SPIN`] it yields the CPU
-//! between looks, so that on a busy machine the datapath it waits for can run) and then parks
-//! in `poll(2)` on the doorbells,
+//! spins for `spin` (default [`DEFAULT_SPIN`]) and then parks in `poll(2)` on the doorbells,
 //! the listening socket and every peer's stream (for at most a second, so portus sees its stop
-//! flag). While spinning it looks for new peers and departed ones every millisecond.
+//! flag). While spinning it looks for new peers and departed ones every millisecond. The spin
+//! does not yield the CPU between looks: with `sched_yield` a spinning agent was starved by
+//! the other builds on the shared test machine (docs/benchmarks.md §14); a parked agent that is
+//! woken gets the scheduler's wake-up credit instead.
 //!
 //! **What a peer can do.** A hello that is not exactly ours (magic, length, a sealed memfd of
 //! that length, two eventfds) is refused and closed; so is a peer that sends no hello within
@@ -44,8 +45,6 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 pub const MAX_PEERS: usize = 1024;
 /// Most connections waiting for their hello.
 const MAX_PENDING: usize = 64;
-/// The first part of the spin, which does not give the CPU away (`sched_yield`) between looks.
-pub const PURE_SPIN: Duration = Duration::from_micros(5);
 /// How often a spinning agent accepts new peers and notices departed ones.
 const HOUSEKEEPING: Duration = Duration::from_millis(1);
 /// Longest sleep, so that portus looks at its stop flag.
@@ -318,12 +317,7 @@ impl Server {
             }
             let waited = now.duration_since(start);
             if waited < self.spin {
-                if waited < PURE_SPIN {
-                    std::hint::spin_loop();
-                } else {
-                    // Still looking, but anything else runnable on this CPU goes first.
-                    std::thread::yield_now();
-                }
+                std::hint::spin_loop();
                 continue;
             }
             for p in &self.peers {

@@ -1,9 +1,7 @@
 //! `--ipc unix --spin-us N`: the unix datagram socket of `--ipc unix` (same path, same
 //! datagrams, same guard), read by spinning on a non-blocking `recv` for `N` µs after the
-//! last datagram before sleeping in `poll(2)` (after the first
-//! [`PURE_SPIN`](crate::shm::PURE_SPIN) it yields the CPU between looks, as `--ipc shm`
-//! does). It takes the wake-up of a sleeping agent (a
-//! trip through the hypervisor on a VM whose idle vCPUs halt at once, docs/benchmarks.md §1)
+//! last datagram before sleeping in `poll(2)` (as `--ipc shm` does). It takes the wake-up of a
+//! sleeping agent (a trip through the hypervisor on a VM whose idle vCPUs halt at once, docs/benchmarks.md §1)
 //! out of the control loop while datagrams keep coming, at the price of a busy core; a very
 //! large `N` polls for good.
 //!
@@ -89,12 +87,7 @@ impl Ipc for SpinUnix {
             }
             let waited = start.elapsed();
             if waited < self.spin {
-                if waited < crate::shm::PURE_SPIN {
-                    std::hint::spin_loop();
-                } else {
-                    // Still looking, but anything else runnable on this CPU goes first.
-                    std::thread::yield_now();
-                }
+                std::hint::spin_loop();
                 continue;
             }
             let mut ready = [false];
