@@ -149,6 +149,13 @@ mod tests {
         assert!(check_free(&path).is_ok(), "stale: nobody bound");
 
         std::fs::remove_file(&path).unwrap();
+        // A live stream socket (an agent with `--ipc shm`) is in use too.
+        let live = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert!(matches!(check_free(&path), Err(SocketError::InUse(_))));
+        drop(live);
+        assert!(check_free(&path).is_ok(), "stale stream socket");
+
+        std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, "not a socket").unwrap();
         assert!(matches!(check_free(&path), Err(SocketError::NotASocket(_))));
         std::fs::remove_file(&path).unwrap();
