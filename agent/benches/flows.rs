@@ -16,6 +16,9 @@
 //!    agent's RSS sampled every tenth of the way: it must stay flat, and the datapath's table
 //!    must end empty.
 //!
+//! `FLOWS_IPC=shm` runs the same phases over the shared-memory transport (`ccp-agent --ipc shm`,
+//! the runtime's `ShmTransport`; the window stays `WINDOW` so the two compare).
+//!
 //! Not criterion: the quantities are memory and rates over long closed loops. Run:
 //! `cargo bench -p ccp-agent --bench flows` (under `cargo test --benches` a small smoke version
 //! runs: 200 flows, 2,000 churned).
@@ -26,12 +29,13 @@ use std::time::{Duration, Instant};
 mod common;
 
 use ccp_datapath::runtime::{
-    Control, Datapath, DatapathConfig, FlowInfo, MonotonicClock, Primitives, UnixTransport,
+    Control, Datapath, DatapathConfig, FlowInfo, MonotonicClock, Primitives, ShmTransport,
+    Transport, UnixTransport,
 };
 use ccp_datapath::stats::percentile;
 use common::{BoxResult, Proc};
 
-type Dp = Datapath<UnixTransport, MonotonicClock>;
+type Dp<T> = Datapath<T, MonotonicClock>;
 
 const MSS: u32 = 1448;
 const WINDOW: usize = 8;
@@ -81,7 +85,7 @@ fn ack(cwnd: u32) -> Primitives {
 }
 
 /// Creates `n` flows, at most `WINDOW` not yet under the agent at a time; returns their ids.
-fn open(dp: &mut Dp, n: u64, first: u64) -> BoxResult<Vec<u32>> {
+fn open<T: Transport>(dp: &mut Dp<T>, n: u64, first: u64) -> BoxResult<Vec<u32>> {
     let mut open = Vec::with_capacity(n as usize);
     let mut waiting: VecDeque<(u32, Instant)> = VecDeque::new();
     let mut next = 0u64;
@@ -114,7 +118,7 @@ struct Absorbed {
 }
 
 /// Round-robin ACKs over `flows` for `span`, at most `WINDOW` reports unanswered.
-fn absorb(dp: &mut Dp, flows: &[u32], span: Duration) -> BoxResult<Absorbed> {
+fn absorb<T: Transport>(dp: &mut Dp<T>, flows: &[u32], span: Duration) -> BoxResult<Absorbed> {
     let mut cwnd = vec![10 * MSS; flows.len()];
     let mut sent: VecDeque<Instant> = VecDeque::new();
     let mut latencies_ns: Vec<u64> = Vec::new();
@@ -171,6 +175,7 @@ fn absorb(dp: &mut Dp, flows: &[u32], span: Duration) -> BoxResult<Absorbed> {
 
 fn main() -> BoxResult<()> {
     let full = std::env::args().any(|a| a == "--bench");
+    let shm = std::env::var("FLOWS_IPC").is_ok_and(|v| v == "shm");
     let (flows, churn, span) = if full {
         (10_000u64, 1_000_000u64, Duration::from_secs(5))
     } else {
@@ -186,7 +191,7 @@ fn main() -> BoxResult<()> {
         env!("CARGO_BIN_EXE_ccp-agent"),
         &[
             "--ipc",
-            "unix",
+            if shm { "shm" } else { "unix" },
             "--alg",
             "selector",
             "--name",
@@ -197,14 +202,43 @@ fn main() -> BoxResult<()> {
         &agent_name,
         "warn",
     )?;
-    let agent_pid = agent.pid();
-    let transport = UnixTransport::bind(&format!("bench-flows-dp-{pid}"), &agent_name)?;
+    println!("ipc: {}", if shm { "shm" } else { "unix" });
     let cfg = DatapathConfig {
         max_connections: flows.max(1_000) as usize + WINDOW,
         agent_timeout_ns: 2_000_000_000,
         ..DatapathConfig::default()
     };
-    let mut dp = Datapath::new(cfg, transport, MonotonicClock::new());
+    if shm {
+        let transport = ShmTransport::connect(&agent_name)?;
+        run(
+            Datapath::new(cfg, transport, MonotonicClock::new()),
+            agent,
+            flows,
+            churn,
+            span,
+        )?;
+    } else {
+        let transport = UnixTransport::bind(&format!("bench-flows-dp-{pid}"), &agent_name)?;
+        run(
+            Datapath::new(cfg, transport, MonotonicClock::new()),
+            agent,
+            flows,
+            churn,
+            span,
+        )?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn run<T: Transport>(
+    mut dp: Dp<T>,
+    agent: Proc,
+    flows: u64,
+    churn: u64,
+    span: Duration,
+) -> BoxResult<()> {
+    let agent_pid = agent.pid();
     // One flow first, so the agent's start-up allocations (programs, models) are not counted
     // per flow.
     let first = open(&mut dp, 1, 0)?;
@@ -271,6 +305,5 @@ fn main() -> BoxResult<()> {
     if dp.connection_count() != 0 {
         return Err("flows left open in the datapath".into());
     }
-    let _ = std::fs::remove_dir_all(&dir);
     agent.terminate()
 }

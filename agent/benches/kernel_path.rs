@@ -17,6 +17,12 @@
 //! `KERNEL_PATH_NORMAL_RELAY=1` runs the testbed's relay at normal priority (it preempts the
 //! bridge and the agent otherwise).
 //!
+//! `KERNEL_PATH_POLL_SIDES=1` measures instead which side's busy-polling shortens the control
+//! loop, in one run on the 100 Mbit/s link: one `ccp` flow per round under each of four
+//! pairs, alternated round by round (a fresh agent and datapath each time): neither side
+//! polls; the bridge polls (`ccp-kernel-datapath --busy-poll`); the agent polls
+//! (`ccp-agent --spin-us 1000000`, never sleeping while reports come); both poll.
+//!
 //! Needs root, BPF `struct_ops` and network namespaces (says why and exits otherwise). Not
 //! criterion: each sample is seconds of real traffic. Run:
 //! `cargo bench -p ccp-agent --features kernel --bench kernel_path` (under
@@ -95,6 +101,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     percentile(&v, 500).unwrap_or(0.0)
 }
 
+/// Which sides of the control loop busy-poll.
+#[derive(Debug, Clone, Copy)]
+struct Polling {
+    bridge: bool,
+    agent: bool,
+}
+
 /// `ccp-agent --alg cubic` and `ccp-kernel-datapath` writing its loop samples to `latency`.
 fn spawn_pair(
     agent_name: &str,
@@ -102,21 +115,33 @@ fn spawn_pair(
     config: &Path,
     latency: &Path,
 ) -> BoxResult<(Proc, Proc)> {
-    let agent = Proc::spawn(
-        env!("CARGO_BIN_EXE_ccp-agent"),
-        &[
-            "--ipc",
-            "unix",
-            "--alg",
-            "cubic",
-            "--name",
-            agent_name,
-            "--config",
-            &config.to_string_lossy(),
-        ],
+    spawn_polling(
         agent_name,
-        "warn",
-    )?;
+        dp_name,
+        config,
+        latency,
+        Polling {
+            bridge: busy_poll(),
+            agent: false,
+        },
+    )
+}
+
+fn spawn_polling(
+    agent_name: &str,
+    dp_name: &str,
+    config: &Path,
+    latency: &Path,
+    polling: Polling,
+) -> BoxResult<(Proc, Proc)> {
+    let config = config.to_string_lossy();
+    let mut args = vec![
+        "--ipc", "unix", "--alg", "cubic", "--name", agent_name, "--config", &config,
+    ];
+    if polling.agent {
+        args.extend(["--spin-us", "1000000"]);
+    }
+    let agent = Proc::spawn(env!("CARGO_BIN_EXE_ccp-agent"), &args, agent_name, "warn")?;
     let dp = Proc::spawn(
         env!("CARGO_BIN_EXE_ccp-kernel-datapath"),
         &[
@@ -126,7 +151,7 @@ fn spawn_pair(
             agent_name,
             "--latency-out",
             &latency.to_string_lossy(),
-            if busy_poll() {
+            if polling.bridge {
                 "--busy-poll"
             } else {
                 "--stats-secs=0"
@@ -218,6 +243,96 @@ fn bench_link(label: &str, link: LinkConfig, rounds: usize, span: Duration) -> B
     Ok(())
 }
 
+/// `KERNEL_PATH_POLL_SIDES=1`: the control loop with neither, one or both sides polling.
+fn bench_polling(rounds: usize, span: Duration) -> BoxResult<()> {
+    let link = LinkConfig::constant(100_000_000, Duration::from_millis(20));
+    let testbed = Testbed::new(TestbedConfig::new(link).with_realtime_relay(true))?;
+    let pid = std::process::id();
+    let config = std::env::temp_dir().join(format!("kbench-{pid}.toml"));
+    std::fs::write(&config, "")?;
+    let sides = [
+        (
+            "neither polls",
+            Polling {
+                bridge: false,
+                agent: false,
+            },
+        ),
+        (
+            "bridge polls",
+            Polling {
+                bridge: true,
+                agent: false,
+            },
+        ),
+        (
+            "agent polls",
+            Polling {
+                bridge: false,
+                agent: true,
+            },
+        ),
+        (
+            "both poll",
+            Polling {
+                bridge: true,
+                agent: true,
+            },
+        ),
+    ];
+    let mut loops: Vec<Vec<u64>> = vec![Vec::new(); sides.len()];
+    let mut procs: Vec<Vec<f64>> = vec![Vec::new(); sides.len()];
+    for round in 0..rounds {
+        for (k, (label, polling)) in sides.iter().enumerate() {
+            let tag = format!("{pid}-{round}-{k}");
+            let (agent_name, dp_name) = (format!("kbench-agent-{tag}"), format!("kbench-dp-{tag}"));
+            let latency = std::env::temp_dir().join(format!("kbench-{tag}.lat"));
+            let (agent, dp) = spawn_polling(&agent_name, &dp_name, &config, &latency, *polling)?;
+            std::thread::sleep(Duration::from_millis(300));
+            let s = one_flow(&testbed, "ccp", span, &[&agent, &dp])?;
+            dp.terminate()?;
+            drop(agent);
+            let mut ns: Vec<u64> = std::fs::read_to_string(&latency)?
+                .lines()
+                .filter_map(|l| l.parse().ok())
+                .collect();
+            let _ = std::fs::remove_file(&latency);
+            ns.sort_unstable();
+            println!(
+                "  round {round} {label:13}: {:6.1} Mbit/s, agent + datapath {:6.2} ns/byte, \
+                 loop {} samples p50 {:.1} µs p99 {:.1} µs (load average {})",
+                s.mbps,
+                s.procs_ns_per_byte,
+                ns.len(),
+                percentile(&ns, 500).unwrap_or_default() as f64 / 1e3,
+                percentile(&ns, 990).unwrap_or_default() as f64 / 1e3,
+                load_average(),
+            );
+            loops[k].extend(ns);
+            procs[k].push(s.procs_ns_per_byte);
+        }
+    }
+    let _ = std::fs::remove_file(&config);
+    for (k, (label, _)) in sides.iter().enumerate() {
+        loops[k].sort_unstable();
+        println!(
+            "{label:13}: control loop p50 {:.1} µs p99 {:.1} µs ({} samples, all rounds); \
+             agent + datapath median {:.2} ns/byte",
+            percentile(&loops[k], 500).unwrap_or_default() as f64 / 1e3,
+            percentile(&loops[k], 990).unwrap_or_default() as f64 / 1e3,
+            loops[k].len(),
+            median(procs[k].clone()),
+        );
+    }
+    Ok(())
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn main() -> BoxResult<()> {
     let full = std::env::args().any(|a| a == "--bench");
     let (rounds, span) = if full {
@@ -242,6 +357,13 @@ fn main() -> BoxResult<()> {
             return Ok(());
         }
         return Err(Box::new(e));
+    }
+    if env_flag("KERNEL_PATH_POLL_SIDES") {
+        println!(
+            "kernel path, polling sides: {rounds} round(s) of {span:?}, load average {}",
+            load_average()
+        );
+        return bench_polling(rounds, span);
     }
     println!("kernel path: {rounds} round(s) of {span:?} per scheme and link");
     for (label, link) in links {

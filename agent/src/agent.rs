@@ -32,13 +32,16 @@ pub enum IpcKind {
     Netlink,
     /// Character device `/dev/ccpkp` (ccp-kernel built with the char device IPC).
     Char,
+    /// Shared-memory rings, attached through a unix stream socket at `/tmp/ccp/<name>`
+    /// (this project's runtime with `ShmTransport`); see [`crate::shm`].
+    Shm,
 }
 
 impl IpcKind {
     /// How this IPC's datapaths usually encode addresses in CREATE.
     pub fn default_ip_byte_order(self) -> IpByteOrder {
         match self {
-            Self::Unix => IpByteOrder::Host,
+            Self::Unix | Self::Shm => IpByteOrder::Host,
             Self::Netlink | Self::Char => IpByteOrder::Network,
         }
     }
@@ -96,6 +99,8 @@ pub struct AgentState {
     clock: Arc<dyn Clock>,
     /// What the IPC guard let through and dropped; logged at shutdown.
     guard: Arc<GuardCounters>,
+    /// `--ipc shm`: peers and dropped answers; logged at shutdown (`None` for other IPCs).
+    shm: Option<Arc<crate::shm::ShmCounters>>,
 }
 
 /// A config with its policy built: what a (re)load produces before anything is replaced.
@@ -173,6 +178,7 @@ impl AgentState {
             kernel,
             clock,
             guard: GuardCounters::new(),
+            shm: (ipc == IpcKind::Shm).then(crate::shm::ShmCounters::new),
         };
         let plan = state.plan_learning(&loaded.config)?;
         state.install(loaded, plan);
@@ -326,6 +332,12 @@ impl AgentState {
         self.kernel.as_deref()
     }
 
+    /// The shared-memory transport's counters (`--ipc shm` only), to hand to
+    /// [`run_spinning`].
+    pub fn shm(&self) -> Option<&Arc<crate::shm::ShmCounters>> {
+        self.shm.as_ref()
+    }
+
     /// The IPC guard's counters ([`crate::guard`]), to hand to [`run`].
     pub fn guard(&self) -> &Arc<GuardCounters> {
         &self.guard
@@ -335,6 +347,9 @@ impl AgentState {
     /// removes its cgroup (nothing without one). Called when the agent stops.
     pub fn shutdown(&self) {
         self.guard.log_totals();
+        if let Some(shm) = &self.shm {
+            shm.log_totals();
+        }
         if let Some(l) = self.iw.learner() {
             l.flush();
         }
@@ -445,7 +460,9 @@ pub fn run_on<I: Ipc>(
 
 /// Opens the IPC and runs the agent until it closes or `stop` is cleared, counting the
 /// guard's drops in `guard`. `name` is the unix socket name (`/tmp/ccp/<name>`, checked by
-/// [`crate::socket::claim`] first); netlink and the char device take none.
+/// [`crate::socket::claim`] first; also the shared-memory transport's listening socket);
+/// netlink and the char device take none. Unix sockets are read by blocking (see
+/// [`run_spinning`] for busy-polling); shared memory spins [`crate::shm::DEFAULT_SPIN`].
 pub fn run(
     ipc: IpcKind,
     name: &str,
@@ -453,15 +470,46 @@ pub fn run(
     stop: Arc<AtomicBool>,
     guard: Arc<GuardCounters>,
 ) -> Result<(), AgentError> {
+    run_spinning(ipc, name, default, stop, guard, None, None)
+}
+
+/// [`run`], spinning `spin` on the IPC after each message before sleeping (`None`: the
+/// IPC's default, no spin for unix sockets; netlink and the char device ignore it), and
+/// counting the shared-memory transport's events in `shm` (fresh counters when `None`).
+pub fn run_spinning(
+    ipc: IpcKind,
+    name: &str,
+    default: DefaultAlg,
+    stop: Arc<AtomicBool>,
+    guard: Arc<GuardCounters>,
+    spin: Option<std::time::Duration>,
+    shm: Option<Arc<crate::shm::ShmCounters>>,
+) -> Result<(), AgentError> {
     match ipc {
         IpcKind::Unix => {
             crate::socket::claim(name)?;
-            run_on(
-                portus::ipc::unix::Socket::<Blocking>::new(name)?,
-                default,
-                stop,
-                guard,
-            )?;
+            match spin {
+                Some(spin) if !spin.is_zero() => run_on(
+                    crate::spin_unix::SpinUnix::bind(name, spin).map_err(portus::Error::from)?,
+                    default,
+                    stop,
+                    guard,
+                )?,
+                _ => run_on(
+                    portus::ipc::unix::Socket::<Blocking>::new(name)?,
+                    default,
+                    stop,
+                    guard,
+                )?,
+            }
+        }
+        IpcKind::Shm => {
+            crate::socket::claim(name)?;
+            let spin = spin.unwrap_or(crate::shm::DEFAULT_SPIN);
+            let counters = shm.unwrap_or_default();
+            let sock =
+                crate::shm::ShmIpc::bind(name, spin, counters).map_err(portus::Error::from)?;
+            run_on(sock, default, stop, guard)?;
         }
         IpcKind::Netlink => run_on(crate::netlink::Socket::new()?, default, stop, guard)?,
         IpcKind::Char => run_on(

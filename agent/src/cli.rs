@@ -39,6 +39,11 @@ struct Cli {
     /// actions (exploration on the environment side; 0: none).
     #[arg(long, default_value_t = 0.0)]
     arc_explore: f64,
+    /// Busy-poll: keep reading the IPC this many microseconds after the last message before
+    /// sleeping (unix: default 0, block at once; shm: default 50). Costs a core while
+    /// messages keep coming; a huge value polls for good.
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u64>,
 }
 
 /// Runs `ccp-agent` with `registry` as the process's algorithms (parsing the command line):
@@ -53,7 +58,7 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
     // Real time: ARC's actor runs on its inference thread, off the report path.
     ccp_algorithms::arc::set_default_inference(ccp_algorithms::arc::Inference::Worker);
     let cli = Cli::parse();
-    if cli.ipc == IpcKind::Unix
+    if matches!(cli.ipc, IpcKind::Unix | IpcKind::Shm)
         && let Err(e) = crate::socket::claim(&cli.name)
     {
         eprintln!("ccp-agent: {e}");
@@ -114,12 +119,14 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         return ExitCode::from(1);
     }
     info!(ipc = ?cli.ipc, alg = %cli.alg, name = %cli.name, "ccp-agent starting");
-    let result = crate::run(
+    let result = crate::agent::run_spinning(
         cli.ipc,
         &cli.name,
         default,
         Arc::new(AtomicBool::new(true)),
         state.guard().clone(),
+        cli.spin_us.map(std::time::Duration::from_micros),
+        state.shm().cloned(),
     );
     state.shutdown();
     match result {

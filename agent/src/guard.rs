@@ -7,7 +7,7 @@
 //! NUL, slices out of range; and any message that fails to decode (a non-UTF-8 name, a MEASURE
 //! body that is not a whole number of fields) ends the run loop ("The IPC channel has
 //! closed"). A datagram whose header length is smaller than the datagram is parsed again from
-//! where that length ends. [`Guarded`] wraps any [`Ipc`] (unix, netlink, char device) and
+//! where that length ends. [`Guarded`] wraps any [`Ipc`] (unix, shared memory, netlink, char device) and
 //! drops all of these before portus sees them:
 //!
 //! | rule (in order)                                               | [`Reason`]          |

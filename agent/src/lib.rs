@@ -4,12 +4,18 @@
 //! own binary runs the same agent with its algorithm added: [`cli::main_with`].
 //!
 //! ```text
-//! ccp-agent --alg <cca|selector> [--ipc unix|netlink|char] [--config agent.toml] [--name portus]
+//! ccp-agent --alg <cca|selector> [--ipc unix|shm|netlink|char] [--config agent.toml] [--name portus]
+//!           [--spin-us N]
 //! ```
 //!
 //! - `--ipc unix` (the default): a unix datagram socket bound at `/tmp/ccp/<name>` (this
 //!   project's `ccp-datapath` runtime, its eBPF kernel datapath, any libccp userspace
-//!   datapath); `netlink` and `char` (`/dev/ccpkp`) talk to ccp-kernel.
+//!   datapath); `shm`: shared-memory rings attached through a unix stream socket at
+//!   `/tmp/ccp/<name>` (this project's runtime with `ShmTransport`; see [`shm`]); `netlink`
+//!   and `char` (`/dev/ccpkp`) talk to ccp-kernel.
+//! - `--spin-us N`: busy-poll the IPC for `N` µs after each message before sleeping (unix:
+//!   default 0, [`spin_unix`]; shm: default 50). It takes the agent's wake-up out of the
+//!   control loop at the price of a busy core while messages keep coming.
 //! - `--alg`: an algorithm of the registry (reno, cubic, bbr, copa, vegas, westwood, illinois,
 //!   c2tcp, vivace, and any a researcher's build adds) or selector.
 //! - `--config`: without it every setting is at its default (all algorithms as the selector's
@@ -112,6 +118,8 @@
 //! - [`guard`]: the filter every datagram passes before portus decodes it (malformed and
 //!   unexpected messages, absurd MSS in CREATE), with counters logged at shutdown.
 //! - [`socket`]: `--name` checks, and refusing to take over a running agent's socket.
+//! - [`shm`]: `--ipc shm`, the agent's end of the shared-memory rings.
+//! - [`spin_unix`]: `--ipc unix --spin-us`, the unix socket read by spin-then-park.
 
 pub mod agent;
 pub mod arc_store;
@@ -123,7 +131,9 @@ pub mod kernel;
 pub mod learn;
 pub mod netlink;
 pub mod policies;
+pub mod shm;
 pub mod socket;
+pub mod spin_unix;
 
 pub use agent::{
     AgentError, AgentState, DefaultAlg, IpcKind, Registry, SELECTOR, run, run_on, spawn_reloader,

@@ -7,7 +7,8 @@
 //! binds:
 //! - the name must be 1 to [`MAX_NAME_LEN`] bytes of `A-Z a-z 0-9 . _ -`, and not `.` or `..`;
 //! - if the path exists and is a socket some process is bound to (a datagram `connect`
-//!   succeeds), the agent refuses to start; a socket nobody is bound to (connection refused)
+//!   succeeds, or finds a live socket of another type: `--ipc shm` listens on a stream
+//!   socket), the agent refuses to start; a socket nobody is bound to (connection refused)
 //!   is stale and portus replaces it; anything else there (a file, a folder, a symlink) is
 //!   refused.
 //!
@@ -89,6 +90,10 @@ pub fn check_free(path: &Path) -> Result<(), SocketError> {
     match probe.connect(path) {
         Ok(()) => Err(SocketError::InUse(path.to_path_buf())),
         Err(e) if e.kind() == ErrorKind::ConnectionRefused => Ok(()),
+        // A live socket of another type (`--ipc shm` listens on a stream socket).
+        Err(e) if e.raw_os_error() == Some(libc::EPROTOTYPE) => {
+            Err(SocketError::InUse(path.to_path_buf()))
+        }
         Err(e) => Err(io(e)),
     }
 }
@@ -142,6 +147,13 @@ mod tests {
         assert!(e.to_string().contains(&*path.to_string_lossy()), "{e}");
         drop(live);
         assert!(check_free(&path).is_ok(), "stale: nobody bound");
+
+        std::fs::remove_file(&path).unwrap();
+        // A live stream socket (an agent with `--ipc shm`) is in use too.
+        let live = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert!(matches!(check_free(&path), Err(SocketError::InUse(_))));
+        drop(live);
+        assert!(check_free(&path).is_ok(), "stale stream socket");
 
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, "not a socket").unwrap();

@@ -177,3 +177,37 @@ fn with_no_config_flows_get_the_algorithm_they_name_else_alg() {
     // The selector by name too.
     assert!(first_rate(&mut dp, Some("selector")).is_some());
 }
+
+#[test]
+fn a_busy_polling_agent_serves_unix_datagrams_the_same() {
+    let pid = std::process::id();
+    let (agent_name, dp_name) = (
+        format!("agent-e2e-{pid}-spin"),
+        format!("dp-e2e-{pid}-spin"),
+    );
+    let mut agent = Agent::spawn_program(
+        Path::new(env!("CARGO_BIN_EXE_ccp-agent")),
+        &[
+            "--ipc",
+            "unix",
+            "--alg",
+            "cubic",
+            "--name",
+            &agent_name,
+            "--spin-us",
+            "2000",
+        ],
+        &agent_name,
+        "agent",
+    );
+    agent.wait_bound();
+    let mut dp: Dp = datapath(&dp_name, &agent_name);
+    let (mut a, _) = open_flow(&mut dp, Ipv4Addr::new(10, 0, 0, 9), Some("reno"));
+    assert_controlled(&mut dp, &mut a, 50);
+    // Idle longer than the spin: the agent sleeps, and the next report wakes it.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_controlled(&mut dp, &mut a, 50);
+    agent.signal(libc::SIGTERM);
+    let totals = agent.wait_for_line("ipc guard totals", 1).unwrap();
+    assert!(totals.contains("rejected=0"), "{totals}");
+}

@@ -109,8 +109,20 @@ impl Agent {
                 return Ok(found.last().cloned().unwrap());
             }
             if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the reader thread collect the last lines.
+                // Let the reader thread collect the last lines: the line may have been written
+                // just before the exit, after the look above.
                 std::thread::sleep(Duration::from_millis(100));
+                let found: Vec<String> = self
+                    .stderr
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|l| l.contains(needle))
+                    .cloned()
+                    .collect();
+                if found.len() >= n {
+                    return Ok(found.last().cloned().unwrap());
+                }
                 return Err(status);
             }
             assert!(

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ccp_datapath::agent::{SyntheticFlow, demo_config};
 use ccp_datapath::runtime::{
-    Control, Datapath, FlowInfo, MonotonicClock, Primitives, UnixTransport,
+    Control, Datapath, FlowInfo, MonotonicClock, Primitives, Transport, UnixTransport,
 };
 
 pub(crate) const MSS: u32 = 1448;
@@ -26,7 +26,11 @@ pub(crate) fn datapath(dp_name: &str, agent_name: &str) -> Dp {
 /// Opens a flow to `dst` asking for `alg` (or the agent's default) and returns it with the
 /// window the agent's first program change set (ACKs acknowledging nothing until then, so no
 /// program grows it).
-pub(crate) fn open_flow(dp: &mut Dp, dst: Ipv4Addr, alg: Option<&str>) -> (SyntheticFlow, u32) {
+pub(crate) fn open_flow<T: Transport>(
+    dp: &mut Datapath<T, MonotonicClock>,
+    dst: Ipv4Addr,
+    alg: Option<&str>,
+) -> (SyntheticFlow, u32) {
     let sid = dp
         .create_flow(FlowInfo {
             init_cwnd_bytes: DATAPATH_IW * MSS,
@@ -71,7 +75,11 @@ pub(crate) fn open_flow(dp: &mut Dp, dst: Ipv4Addr, alg: Option<&str>) -> (Synth
 
 /// Plays `n` ACKs on `flow` and checks the agent answered: every ACK under its program and the
 /// window grew (Cubic, or whatever the flow runs, in slow start on a loss-free flow).
-pub(crate) fn assert_controlled(dp: &mut Dp, flow: &mut SyntheticFlow, n: u64) {
+pub(crate) fn assert_controlled<T: Transport>(
+    dp: &mut Datapath<T, MonotonicClock>,
+    flow: &mut SyntheticFlow,
+    n: u64,
+) {
     let (acks, cwnd) = (flow.agent_acks, flow.cwnd_bytes);
     flow.run(dp, n).unwrap();
     assert!(!dp.in_fallback(), "datapath fell back: agent silent");

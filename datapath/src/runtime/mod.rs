@@ -8,7 +8,8 @@
 //! runs in virtual time and in real time.
 //!
 //! Start reading at [`Datapath`]; the wire format is in [`wire`], programs in [`program`], the
-//! VM in [`vm`], the agent-less window rule in [`fallback`], transports in [`transport`].
+//! VM in [`vm`], the agent-less window rule in [`fallback`], transports in [`transport`] and
+//! [`shm`].
 //!
 //! # Beyond libccp
 //! - **Fallback that fires.** If the agent does not answer within
@@ -27,6 +28,7 @@ pub mod connection;
 mod datapath;
 pub mod fallback;
 pub mod program;
+pub mod shm;
 pub mod transport;
 pub mod vm;
 pub mod wire;
@@ -36,6 +38,7 @@ mod tests;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use datapath::Datapath;
+pub use shm::ShmTransport;
 pub use transport::{ChannelTransport, NoAgent, Transport, UnixTransport};
 
 use thiserror::Error;
