@@ -20,6 +20,7 @@ pub mod link;
 pub mod lockstep;
 pub mod model;
 pub mod network;
+pub mod rack;
 pub mod realtime;
 pub mod receiver;
 pub mod recovery;
