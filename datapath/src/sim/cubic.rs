@@ -502,4 +502,39 @@ mod tests {
         }
         assert!((c.cwnd - 100.0).abs() < 5.0, "plateau at W_max: {}", c.cwnd);
     }
+
+    /// Linux's `tcp_friendliness` in whole segments (the Reno-friendly region, where random
+    /// loss keeps small windows): after a reduction from 14 to `ssthresh` = 14 x 717 / 1024 =
+    /// 9 segments, `tcp_cwnd` gains a segment per `cwnd x 15 / 8` acknowledged and the window
+    /// follows it, so it grows about 0.53 segment per round trip (RFC 9438 §4.3's
+    /// `3 (1 - beta) / (1 + beta)`), one whole segment at a time; the cubic curve, 2.3 s from
+    /// its plateau, is slower here.
+    #[test]
+    fn linux_reno_friendliness_grows_half_a_segment_per_round_in_whole_segments() {
+        let mut c = BuiltinCubic::new(1000, 14_000);
+        c.ssthresh = 14.0;
+        let ssthresh = c.ssthresh_on_loss();
+        assert!((ssthresh - 9.0).abs() < 1e-9, "{ssthresh}");
+        assert!((c.w_max - 14.0).abs() < 1e-9);
+        c.set_cwnd_segments(ssthresh);
+        let rtt_ack = Primitives {
+            bytes_acked: 1000,
+            rtt_sample_us: 20_000,
+            ..Primitives::default()
+        };
+        // One round trip (20 ms) per window of one-segment ACKs, for 40 rounds.
+        let mut now = 1_000_000_000;
+        for _ in 0..40 {
+            let w = c.cwnd_segments() as u32;
+            for i in 0..w {
+                let t = now + u64::from(i) * 20_000_000 / u64::from(w);
+                let cwnd = c.cong_avoid(&rtt_ack, 1.0, t);
+                assert!((cwnd - cwnd.round()).abs() < 1e-9, "whole segments: {cwnd}");
+            }
+            now += 20_000_000;
+        }
+        // 9 + 40 x 0.53 = 30.
+        let cwnd = c.cwnd_segments();
+        assert!((28.0..=32.0).contains(&cwnd), "after 40 rounds: {cwnd}");
+    }
 }

@@ -3,8 +3,9 @@
 
 use super::recovery::RecoveryModel;
 
-/// [`TcpModel::ccp_record_delay_ns`]'s default: the testbed's ring-buffer-to-bridge delay
-/// (`docs/calibration.md`), ns.
+/// [`TcpModel::ccp_record_delay_ns`]'s default, ns: delays uniform in 0-200 µs have the median
+/// of the testbed's ring-buffer-to-bridge delay, 95-109 µs (`docs/benchmarks.md` §10), and
+/// `docs/calibration.md` checks the spread against the bridge's trace.
 pub const CCP_RECORD_DELAY_NS: u64 = 200_000;
 
 /// The simulator's TCP and bottleneck behaviours. [`TcpModel::default`] is the Linux-like one

@@ -814,8 +814,14 @@ impl Simulation {
         Ok(())
     }
 
+    /// A timer event of flow `f`: the sender's RTO, loss probe or reordering timer.
     fn rto(&mut self, f: usize) {
         let fl = &mut self.flows[f];
+        // An event superseded by an earlier one ([`Self::arm_rto`]) is stale: the current
+        // one re-arms the timer, so acting on both would keep duplicates alive forever.
+        if fl.rto_event_at != Some(self.now) {
+            return;
+        }
         fl.rto_event_at = None;
         if fl.done {
             return;
