@@ -276,7 +276,7 @@ const RECORD_DELAY_STREAM: u64 = 2;
 /// Environment variable naming a directory: every run writes a per-ACK CSV trace of its
 /// flows there, in the columns of the kernel bridge's trace
 /// (`ccp_datapath::kernel::KernelBridge::with_trace`; `ca_state` is the built-in Linux
-/// recovery's state, 0 for CCP flows), one file per run named by its link, first scheme and
+/// recovery's state, for CCP flows the sender's: 3 from a marked loss to its recovery point), one file per run named by its link, first scheme and
 /// seed. For comparing what a CCP algorithm sees in the simulator and on the kernel
 /// (`docs/calibration.md`).
 pub const TRACE_DIR_ENV: &str = "CCP_SIM_TRACE_DIR";
@@ -738,6 +738,7 @@ impl Simulation {
             use std::io::Write as _;
             let state = match &fl.control {
                 Control::Linux(tcp) => tcp.state() as u8,
+                _ if fl.sender.in_recovery() => 3,
                 _ => 0,
             };
             let p = &out.prims;
