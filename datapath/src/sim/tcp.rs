@@ -3,10 +3,11 @@
 //! Every transmission gets a fresh packet number (so every RTT sample is unambiguous) and
 //! carries one segment of the byte stream. An ACK names the packets the receiver got since
 //! its previous ACK ([`super::receiver`] decides when it acknowledges: Linux's delayed ACKs or
-//! every packet), which gives the sender a complete SACK scoreboard. Loss detection follows RFC 9002
-//! §6.1 (the packet and time thresholds TCP's RACK also uses): a packet is lost once a packet
-//! sent 3 or more later is acknowledged, or once it is older than 9/8 of the RTT when a later
-//! one is acknowledged. The retransmission timer follows RFC 6298 with Linux's 200 ms floor
+//! every packet), which gives the sender a complete SACK scoreboard. Loss detection is Linux's
+//! RACK-TLP with [`Sender::rack_tlp`] ([`super::rack`]: the reordering window and timer, the
+//! tail loss probe); without it, RFC 9002 §6.1's packet and time thresholds: a packet is lost
+//! once a packet sent 3 or more later is acknowledged, or once it is older than 9/8 of the RTT
+//! when a later one is acknowledged. The retransmission timer follows RFC 6298 with Linux's 200 ms floor
 //! on the variance term (`srtt + max(4 rttvar, 200 ms)`, [`Sender::linux_rto`]; off: RFC
 //! 6298's `max(srtt + 4 rttvar, 200 ms)`) and exponential backoff; on expiry everything in flight is lost and the window drops to one
 //! segment, as the kernel does before congestion control reacts. Delivery rate is sampled per
