@@ -120,6 +120,26 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
         self
     }
 
+    /// One ACK record in the trace, if there is one.
+    fn trace_ack(&mut self, r: &Record) {
+        if self.trace.is_some() {
+            self.trace_line(format_args!(
+                "ack,{},{},{},{},{},{},{},{},{},{},{}\n",
+                r.now_ns,
+                r.flow_id,
+                r.ca_state,
+                r.lost_pkts,
+                r.bytes_acked,
+                r.packets_acked,
+                r.packets_misordered,
+                r.packets_in_flight,
+                r.cwnd_bytes,
+                r.rtt_us,
+                monotonic_ns()
+            ));
+        }
+    }
+
     fn trace_line(&mut self, line: std::fmt::Arguments<'_>) {
         if let Some(t) = self.trace.as_mut()
             && t.write_fmt(line).is_err()
@@ -280,22 +300,7 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             return Ok(());
         }
         self.stats.acks += 1;
-        if self.trace.is_some() {
-            self.trace_line(format_args!(
-                "ack,{},{},{},{},{},{},{},{},{},{},{}\n",
-                r.now_ns,
-                r.flow_id,
-                r.ca_state,
-                r.lost_pkts,
-                r.bytes_acked,
-                r.packets_acked,
-                r.packets_misordered,
-                r.packets_in_flight,
-                r.cwnd_bytes,
-                r.rtt_us,
-                monotonic_ns()
-            ));
-        }
+        self.trace_ack(r);
         let Some(flow) = self.flows.get_mut(&r.flow_id) else {
             return Ok(());
         };

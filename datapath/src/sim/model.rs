@@ -11,6 +11,8 @@ pub const CCP_RECORD_DELAY_NS: u64 = 200_000;
 /// The simulator's TCP and bottleneck behaviours. [`TcpModel::default`] is the Linux-like one
 /// (what the kernel testbed does); [`TcpModel::legacy`] is the simulator before
 /// 2026-11-25.
+// One switch per modelled behaviour, each independent of the others.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpModel {
     /// Linux's delayed ACKs at the receiver ([`super::receiver`]: quick-ack mode, an ACK per

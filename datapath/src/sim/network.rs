@@ -734,34 +734,17 @@ impl Simulation {
                 .rtt_samples_us
                 .push((out.rtt_ns / 1_000).min(u64::from(u32::MAX)) as u32);
         }
-        if let Some(t) = self.trace.as_mut() {
-            use std::io::Write as _;
-            let state = match &fl.control {
-                Control::Linux(tcp) => tcp.state() as u8,
-                _ if fl.sender.in_recovery() => 3,
-                _ => 0,
-            };
-            let p = &out.prims;
-            let _ = writeln!(
-                t,
-                "ack,{now},{f},{state},{},{},{},{},{},{},{},{now}",
-                p.lost_pkts_sample,
-                p.bytes_acked,
-                out.delivered_pkts,
-                fl.sender.sacked_pkts(),
-                p.packets_in_flight,
-                fl.sender.cwnd_bytes,
-                p.rtt_sample_us
-            );
+        if let Some(trace) = self.trace.as_mut() {
+            trace_ack(trace.as_mut(), fl, &out, now, f);
         }
         match &mut fl.control {
             Control::Ccp { sid } => {
                 let sid = *sid;
-                let d = self.model.ccp_record_delay_ns;
-                if d > 0 {
+                let max_delay = self.model.ccp_record_delay_ns;
+                if max_delay > 0 {
                     // The runtime's clock never goes back: a record that waited longer than
                     // the next one's delay is handled with it.
-                    let delay = self.record_delay_rng.next_u64() % (d + 1);
+                    let delay = self.record_delay_rng.next_u64() % (max_delay + 1);
                     self.clock.set_ns(now + delay);
                 }
                 let a = self.dp.invoke(sid, &out.prims)?;
@@ -892,6 +875,33 @@ impl Simulation {
         }
         self.schedule(self.now + self.cfg.sample_interval_ns, Ev::Sample);
     }
+}
+
+/// One ACK of flow `f` in the per-ACK trace ([`TRACE_DIR_ENV`]).
+fn trace_ack(
+    trace: &mut (dyn std::io::Write + Send),
+    fl: &FlowState,
+    out: &super::tcp::AckOutcome,
+    now: u64,
+    f: usize,
+) {
+    let state = match &fl.control {
+        Control::Linux(tcp) => tcp.state() as u8,
+        _ if fl.sender.in_recovery() => 3,
+        _ => 0,
+    };
+    let prims = &out.prims;
+    let _ = writeln!(
+        trace,
+        "ack,{now},{f},{state},{},{},{},{},{},{},{},{now}",
+        prims.lost_pkts_sample,
+        prims.bytes_acked,
+        out.delivered_pkts,
+        fl.sender.sacked_pkts(),
+        prims.packets_in_flight,
+        fl.sender.cwnd_bytes,
+        prims.rtt_sample_us
+    );
 }
 
 /// The sender as the recovery state machine sees it.

@@ -169,7 +169,7 @@ mod tests {
     }
 
     /// RFC 8985 §6.2: a packet sent before the most recently sent delivered one is lost once
-    /// RACK.rtt + reo_wnd has passed since it was sent.
+    /// `RACK.rtt + reo_wnd` has passed since it was sent.
     #[test]
     fn a_packet_is_lost_one_rack_rtt_plus_the_window_after_it_left() {
         let mut r = Rack::default();

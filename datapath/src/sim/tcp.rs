@@ -66,6 +66,8 @@ pub struct AckOutcome {
 }
 
 /// Sender state of one flow.
+// Independent switches and flags of the TCP model, not a state machine in disguise.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug)]
 pub struct Sender {
     mss_bytes: u32,
@@ -462,8 +464,6 @@ impl Sender {
         let mut newest: Option<SentPacket> = None;
         let mut bytes_acked = 0u64;
         let mut packets_acked = 0u32;
-        let mut bytes_sacked = 0u32;
-        let mut packets_sacked = 0u32;
         // Pass 1: each newly delivered packet (marked `AckedNow` until pass 3).
         for &pn in pns {
             let Some(p) = self.packet_mut(pn).map(|p| *p) else {
@@ -491,21 +491,7 @@ impl Sender {
                 // retransmission) got there first: nothing newly delivered (a D-SACK).
                 continue;
             }
-            if let Some((seg, orig)) = self.tlp_retx
-                && seg == p.seg
-            {
-                // The probe's segment arrived: its other copy is acknowledged too.
-                self.tlp_retx = None;
-                if orig != pn
-                    && let Some(o) = self.packet_mut(orig)
-                    && o.state == PktState::InFlight
-                {
-                    o.state = PktState::Acked;
-                    let bytes = o.bytes;
-                    self.inflight_bytes -= u64::from(bytes);
-                    self.inflight_pkts -= 1;
-                }
-            }
+            self.settle_probe_copy(p.seg, pn);
             if self.rack_tlp {
                 self.rack.advance(p.sent_ns, pn, now_ns);
             }
@@ -536,41 +522,7 @@ impl Sender {
             packets_acked += 1;
             self.cum_seg += 1;
         }
-        // Pass 3: newly delivered packets beyond the cumulative point are SACKed. RACK.rtt is
-        // the last one's in Linux's processing order: the SACKed ones, then the cumulatively
-        // acknowledged ones, each in sequence order.
-        let (mut last_sacked, mut last_cum): (Option<(u64, u64)>, Option<(u64, u64)>) =
-            (None, None);
-        for &pn in pns {
-            let cum = self.cum_seg;
-            if let Some(pk) = self.packet_mut(pn)
-                && pk.state == PktState::AckedNow
-            {
-                pk.state = PktState::Acked;
-                let (seg, sent) = (pk.seg, pk.sent_ns);
-                let slot = if seg >= cum {
-                    bytes_sacked += pk.bytes;
-                    packets_sacked += 1;
-                    &mut last_sacked
-                } else {
-                    &mut last_cum
-                };
-                if slot.is_none_or(|(s, _)| seg > s) {
-                    *slot = Some((seg, sent));
-                }
-            }
-        }
-        if self.rack_tlp
-            && let Some((_, sent)) = last_cum.or(last_sacked)
-        {
-            self.rack.set_rtt_ns(now_ns.saturating_sub(sent));
-        }
-        if self.ca_high_seq.is_some_and(|h| self.cum_seg >= h) {
-            self.ca_high_seq = None;
-        }
-        if self.tlp_high_seq.is_some_and(|h| self.cum_seg >= h) {
-            self.tlp_high_seq = None;
-        }
+        let (bytes_sacked, packets_sacked) = self.settle_newly_delivered(pns, now_ns);
         out.prims.bytes_acked = bytes_acked.min(u64::from(u32::MAX)) as u32;
         out.prims.packets_acked = packets_acked;
         out.prims.bytes_misordered = bytes_sacked;
@@ -610,24 +562,93 @@ impl Sender {
         } else {
             None
         };
-        if self.rack_tlp {
-            let lost = if self.rack.take_advanced() {
-                self.detect_losses_rack(now_ns)
-            } else {
-                0
-            };
-            self.lost_pkts += u64::from(lost);
-            out.prims.lost_pkts_sample = lost;
-            // FLAG_SET_XMIT_TIMER: an ACK that acknowledged data re-arms the probe (or the
-            // RTO), unless RACK just armed its reordering timer.
-            if packets_acked > 0 && self.reo_deadline_ns.is_none() {
-                self.schedule_probe(now_ns);
-            }
-        } else {
-            out.prims.lost_pkts_sample = self.detect_losses(now_ns);
-        }
+        out.prims.lost_pkts_sample = self.detect_after_ack(now_ns, packets_acked > 0);
         out.completed = self.is_complete();
         self.finish_ack(out)
+    }
+
+    /// Segment `seg` arrived in packet `pn`: if a probe sent it again, its other copy is
+    /// acknowledged too (Linux's skb is one).
+    fn settle_probe_copy(&mut self, seg: u64, pn: u64) {
+        let Some((probed, orig)) = self.tlp_retx else {
+            return;
+        };
+        if probed != seg {
+            return;
+        }
+        self.tlp_retx = None;
+        if orig != pn
+            && let Some(o) = self.packet_mut(orig)
+            && o.state == PktState::InFlight
+        {
+            o.state = PktState::Acked;
+            let bytes = o.bytes;
+            self.inflight_bytes -= u64::from(bytes);
+            self.inflight_pkts -= 1;
+        }
+    }
+
+    /// Pass 3 of an ACK: the newly delivered packets (`AckedNow`) become `Acked`; those beyond
+    /// the cumulative point are SACKed (returned: bytes, packets). `RACK.rtt` is the last one's
+    /// in Linux's processing order: the SACKed ones, then the cumulatively acknowledged ones,
+    /// each in sequence order.
+    fn settle_newly_delivered(&mut self, pns: &[u64], now_ns: u64) -> (u32, u32) {
+        let (mut bytes_sacked, mut packets_sacked) = (0u32, 0u32);
+        // (segment, send time) of the highest segment SACKed and cumulatively acknowledged.
+        let mut last_sacked: Option<(u64, u64)> = None;
+        let mut last_cum: Option<(u64, u64)> = None;
+        let cum = self.cum_seg;
+        for &pn in pns {
+            if let Some(pk) = self.packet_mut(pn)
+                && pk.state == PktState::AckedNow
+            {
+                pk.state = PktState::Acked;
+                let (seg, sent) = (pk.seg, pk.sent_ns);
+                let slot = if seg >= cum {
+                    bytes_sacked += pk.bytes;
+                    packets_sacked += 1;
+                    &mut last_sacked
+                } else {
+                    &mut last_cum
+                };
+                if slot.is_none_or(|(s, _)| seg > s) {
+                    *slot = Some((seg, sent));
+                }
+            }
+        }
+        if self.rack_tlp
+            && let Some((_, sent)) = last_cum.or(last_sacked)
+        {
+            self.rack.set_rtt_ns(now_ns.saturating_sub(sent));
+        }
+        // Recovery and the probe end when `snd_una` reaches their points.
+        if self.ca_high_seq.is_some_and(|h| self.cum_seg >= h) {
+            self.ca_high_seq = None;
+        }
+        if self.tlp_high_seq.is_some_and(|h| self.cum_seg >= h) {
+            self.tlp_high_seq = None;
+        }
+        (bytes_sacked, packets_sacked)
+    }
+
+    /// Loss detection after an ACK (`acked_data`: it advanced `snd_una`); returns the packets
+    /// it marked lost (the ACK's loss sample).
+    fn detect_after_ack(&mut self, now_ns: u64, acked_data: bool) -> u32 {
+        if !self.rack_tlp {
+            return self.detect_losses(now_ns);
+        }
+        let lost = if self.rack.take_advanced() {
+            self.detect_losses_rack(now_ns)
+        } else {
+            0
+        };
+        self.lost_pkts += u64::from(lost);
+        // FLAG_SET_XMIT_TIMER: an ACK that acknowledged data re-arms the probe (or the RTO),
+        // unless RACK just armed its reordering timer.
+        if acked_data && self.reo_deadline_ns.is_none() {
+            self.schedule_probe(now_ns);
+        }
+        lost
     }
 
     /// Forgets packets at the front that are acknowledged or lost.
@@ -882,7 +903,7 @@ mod tests {
     }
 
     /// With three segments SACKed (`tcp_reordering`) the window is 0: the hole is lost on the
-    /// ACK, as RFC 5681's DupThresh would have it.
+    /// ACK, as RFC 5681's `DupThresh` would have it.
     #[test]
     fn rack_marks_the_hole_at_once_after_three_sacks() {
         let mut s = rack_sender();
