@@ -121,7 +121,7 @@ fn copa_keeps_the_queue_short_on_a_deep_buffer() {
 }
 
 /// Fairness is a property of the typical run: how two BBR flows split the link in one 20 s
-/// window depends on where their ProbeBW cycles and ProbeRTT phases fall, so the median over
+/// window depends on where their `ProbeBW` cycles and `ProbeRTT` phases fall, so the median over
 /// three seeds is checked.
 #[test]
 fn two_bbr_flows_share_fairly() {
