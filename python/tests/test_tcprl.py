@@ -60,8 +60,11 @@ def trained(tiny: pathlib.Path):
         duration_s=3.0,
         envs=4,
         rollout=8,
-        iterations=400,
-        beta_decay_iterations=200,
+        # 400 iterations learned on the simulator before RACK-TLP and the CCP record delay
+        # (docs/calibration.md); on the current one 400 beat random for 2 of seeds 1-5, 800 for
+        # each of seeds 1-3 (+0.07, +0.07, +0.21).
+        iterations=800,
+        beta_decay_iterations=400,
         lr=2e-3,
         seed=2,
     )
@@ -78,8 +81,7 @@ def test_a_tiny_policy_learns_to_beat_a_random_one(trained) -> None:
     assert sorted(res.candidates) == sorted(NINE), res.candidates
     learned = a2c.evaluate(res.params, cfg, 8, seed=99)
     random = a2c.evaluate(None, cfg, 8, seed=99, policy="random")
-    # On the simulator with Linux's delayed ACKs, recovery and Cubic the tiny policy's margin
-    # over random fell from > 0.05 to 0.045 (seeded: the same every run).
+    # Seeded: the same every run (0.07 with 800 iterations on the current simulator).
     assert learned > random + 0.02, (learned, random)
     # The entropy weight decayed as configured and the policy sharpened.
     assert res.curve[-1]["beta"] == pytest.approx(0.01)
