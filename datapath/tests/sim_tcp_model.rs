@@ -5,6 +5,9 @@
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[path = "support/aimd.rs"]
+mod aimd;
+
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
     FlowSpec, LinkRate, LinkSpec, RecoveryModel, Scheme, SimConfig, SimResult, Simulation,
@@ -200,4 +203,39 @@ fn the_srtt_series_is_sampled_every_10_ms() {
     assert!((97..=99).contains(&s.len()), "{} samples", s.len());
     let last = *s.last().unwrap();
     assert!((20_000..20_400).contains(&last), "srtt {last} µs");
+}
+
+/// A datapath program that reports when `Micros` passes the last RTT sample reports once per
+/// RTT (and at once on a loss) on the kernel, where each ACK reaches the CCP runtime a little late (the BPF ring buffer
+/// and the bridge). On a path whose RTT never varies, handling every ACK at its own exact time
+/// makes `Micros` equal the RTT sample at the same ACK one round later: no report then, so
+/// reports slip by a round now and then. With the record delay (the default) the AIMD test
+/// algorithm, one MSS per report, reports about once per path RTT.
+#[test]
+fn the_record_delay_keeps_per_rtt_reports_from_slipping_on_exact_ties() {
+    let count = |model: TcpModel| {
+        let alg = aimd::Aimd::default();
+        let counters = alg.counters.clone();
+        let agent = ccp_datapath::sim::LockstepAgent::new(alg);
+        let flow = FlowSpec::bulk(Scheme::Ccp { alg: "aimd".into() }, 10 * MS);
+        // 50 Mbit/s, 20 ms, 1 % random loss: the window stays small, its ACKs come in one
+        // tight cluster per round, and the RTT never varies.
+        let cfg = config(50_000_000, 10_000_000, 0.01, vec![flow], 2_000);
+        Simulation::new(cfg, Some(agent))
+            .expect("config")
+            .with_model(model)
+            .run()
+            .expect("run");
+        counters.reports.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let with = count(TcpModel::default());
+    let exact = count(TcpModel {
+        ccp_record_delay_ns: 0,
+        ..TcpModel::default()
+    });
+    println!(
+        "reports in 2 s (about 100 path RTTs, and one per loss episode): {with} with the record delay, {exact} without"
+    );
+    assert!((90..=110).contains(&with), "{with} reports");
+    assert!(exact * 100 < with * 95, "{exact} reports without the delay");
 }

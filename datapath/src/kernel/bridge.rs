@@ -1,6 +1,7 @@
 //! The bridge: kernel records in, runtime invocations, controls back out.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
@@ -79,6 +80,9 @@ pub struct KernelBridge<T: Transport, C: Clock> {
     /// Scratch for the agent's staged updates of one round.
     updates: Vec<(u32, Actions)>,
     stats: BridgeStats,
+    /// Where every ACK record and every window write goes as a CSV line, if anywhere
+    /// ([`KernelBridge::with_trace`]).
+    trace: Option<Box<dyn Write + Send>>,
 }
 
 impl<T: Transport, C: Clock> KernelBridge<T, C> {
@@ -95,6 +99,53 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             parts_ns: Vec::new(),
             updates: Vec::new(),
             stats: BridgeStats::default(),
+            trace: None,
+        }
+    }
+
+    /// Writes a CSV trace to `out`: one line per ACK record (`ack`: the kernel's time, flow,
+    /// `icsk_ca_state`, the newly lost packets the BPF program reported (`rs->losses`), the
+    /// in-order bytes acknowledged, the packets acknowledged or SACKed, `sacked_out`, the
+    /// packets in flight, the kernel's window in bytes, the RTT sample) and one per window the
+    /// bridge writes for the agent (`write`: the time, flow, window, rate). For comparing what
+    /// the agent sees on the kernel with the simulator's datapath (`docs/calibration.md`).
+    #[must_use]
+    pub fn with_trace(mut self, out: Box<dyn Write + Send>) -> Self {
+        let mut out = out;
+        let _ = writeln!(
+            out,
+            "kind,t_ns,flow,ca_state,lost,bytes_acked,pkts_acked,sacked_out,inflight_pkts,cwnd_bytes,rtt_us_or_rate,read_ns"
+        );
+        self.trace = Some(out);
+        self
+    }
+
+    /// One ACK record in the trace, if there is one.
+    fn trace_ack(&mut self, r: &Record) {
+        if self.trace.is_some() {
+            self.trace_line(format_args!(
+                "ack,{},{},{},{},{},{},{},{},{},{},{}\n",
+                r.now_ns,
+                r.flow_id,
+                r.ca_state,
+                r.lost_pkts,
+                r.bytes_acked,
+                r.packets_acked,
+                r.packets_misordered,
+                r.packets_in_flight,
+                r.cwnd_bytes,
+                r.rtt_us,
+                monotonic_ns()
+            ));
+        }
+    }
+
+    fn trace_line(&mut self, line: std::fmt::Arguments<'_>) {
+        if let Some(t) = self.trace.as_mut()
+            && t.write_fmt(line).is_err()
+        {
+            warn!("kernel bridge trace: write failed, trace stopped");
+            self.trace = None;
         }
     }
 
@@ -188,6 +239,9 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             );
             self.kernel.set_control(flow_id, want.0, want.1)?;
             let now = monotonic_ns();
+            if let Some(t) = self.trace.as_mut() {
+                let _ = writeln!(t, "write,{now},{flow_id},,,,,,,{},{},", want.0, want.1);
+            }
             flow.written = Some(want);
             flow.written_ns = now;
             self.stats.control_writes += 1;
@@ -218,32 +272,38 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
             }
             return Ok(());
         }
-        let flow = match self.flows.get_mut(&r.flow_id) {
-            Some(f) => f,
-            None => match self.runtime.create_flow(r.flow_info(self.alg.as_deref())) {
+        if !self.flows.contains_key(&r.flow_id) {
+            match self.runtime.create_flow(r.flow_info(self.alg.as_deref())) {
                 Ok(sid) => {
                     self.stats.flows_created += 1;
                     self.by_sid.insert(sid, r.flow_id);
                     debug!(flow = r.flow_id, sid, port = r.src_port, "new kernel flow");
-                    self.flows.entry(r.flow_id).or_insert(FlowState {
-                        sid,
-                        written: None,
-                        written_ns: 0,
-                        last_cwnd: 0,
-                        report_ack_ns: None,
-                    })
+                    self.flows.insert(
+                        r.flow_id,
+                        FlowState {
+                            sid,
+                            written: None,
+                            written_ns: 0,
+                            last_cwnd: 0,
+                            report_ack_ns: None,
+                        },
+                    );
                 }
                 Err(e) => {
                     self.stats.errors += 1;
                     warn!(flow = r.flow_id, error = %e, "cannot track kernel flow");
                     return Ok(());
                 }
-            },
-        };
+            }
+        }
         if r.kind != RecordKind::Ack {
             return Ok(());
         }
         self.stats.acks += 1;
+        self.trace_ack(r);
+        let Some(flow) = self.flows.get_mut(&r.flow_id) else {
+            return Ok(());
+        };
         let mut prims = r.primitives();
         flow.last_cwnd = prims.snd_cwnd;
         // A window or rate written for the agent applies from the kernel's next ACK, so records
@@ -280,6 +340,12 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
                 let now = r.now_ns;
                 if flow.written != Some(want) || now.saturating_sub(flow.written_ns) >= REFRESH_NS {
                     self.kernel.set_control(r.flow_id, want.0, want.1)?;
+                    if flow.written.map(|w| w.0) != Some(want.0)
+                        && let Some(t) = self.trace.as_mut()
+                    {
+                        let _ =
+                            writeln!(t, "write,{now},{},,,,,,,{},{},", r.flow_id, want.0, want.1);
+                    }
                     flow.written = Some(want);
                     flow.written_ns = now;
                     self.stats.control_writes += 1;

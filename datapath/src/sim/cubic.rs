@@ -23,10 +23,15 @@
 //! `tcp_congestion_ops` ([`BuiltinCubic::ssthresh_on_loss`] once per recovery,
 //! [`BuiltinCubic::cong_avoid`] outside it, [`BuiltinCubic::on_timeout`]; the recovery around
 //! it is [`super::recovery`]'s: a new epoch starts at the first ACK after recovery, with
-//! `K = cbrt((W_max - cwnd) / C)` as `bictcp_update`); with
-//! [`crate::sim::RecoveryModel::TimeBased`], [`BuiltinCubic::on_ack`] cuts on any loss signal
-//! at most once per smoothed RTT (the simulator's earlier rule). Left out: the `cnt`-based
-//! per-ACK smoothing and ssthresh caching.
+//! `K = cbrt((W_max - cwnd) / C)` as `bictcp_update`); congestion avoidance is then Linux's
+//! integer arithmetic (`bictcp_update` with `tcp_friendliness`, `tcp_cong_avoid_ai`: whole
+//! segments, `cnt = cwnd / (target - cwnd)`, the Reno estimate `tcp_cwnd` gaining a segment per
+//! `cwnd x 15 / 8` acknowledged and bounding `cnt` by `cwnd / (tcp_cwnd - cwnd)`, `cnt`
+//! recomputed at most every `HZ / 32` while the window is unchanged, `t` counted from the
+//! epoch plus the minimum RTT), and `bictcp_recalc_ssthresh`'s `W_max` and `ssthresh` in
+//! 1/1024 of `beta`. With [`crate::sim::RecoveryModel::TimeBased`], [`BuiltinCubic::on_ack`]
+//! cuts on any loss signal at most once per smoothed RTT and grows continuously (the
+//! simulator's earlier rule). Left out: jiffy granularity of the epoch clock.
 
 use crate::runtime::Primitives;
 
@@ -101,6 +106,104 @@ impl HyStart {
     }
 }
 
+/// Linux `beta` in 1/1024 (`BICTCP_BETA_SCALE`): 717 (0.7).
+const BETA_1024: u32 = 717;
+/// Linux `beta_scale = 8 (1024 + beta) / 3 / (1024 - beta)`: the Reno estimate gains a segment
+/// per `cwnd x beta_scale / 8` acknowledged.
+const BETA_SCALE: u32 = 8 * (1024 + BETA_1024) / 3 / (1024 - BETA_1024);
+/// With the window unchanged, `cnt` is recomputed at most every `HZ / 32` (7 jiffies at the
+/// testbed's HZ = 250), ns.
+const CNT_REFRESH_NS: u64 = 7 * super::rack::JIFFY_NS;
+
+/// Linux's `bictcp` state for congestion avoidance in whole segments (`bictcp_update`,
+/// `tcp_cong_avoid_ai`), used with [`crate::sim::RecoveryModel::Linux`].
+#[derive(Debug, Clone, Default)]
+struct LinuxCa {
+    /// Segments to acknowledge per one-segment increase.
+    cnt: u32,
+    /// `last_max_cwnd` (`W_max`), segments.
+    last_max_cwnd: u32,
+    last_cwnd: u32,
+    last_time_ns: u64,
+    origin_point: u32,
+    k_s: f64,
+    epoch_start_ns: Option<u64>,
+    ack_cnt: u32,
+    /// Linux's estimate of Reno's window (`tcp_cwnd`), segments.
+    tcp_cwnd: u32,
+    /// `snd_cwnd_cnt`.
+    cwnd_cnt: u32,
+}
+
+impl LinuxCa {
+    /// `bictcp_update`: `cnt` for window `cwnd` after `acked` segments at `now_ns`.
+    fn update(&mut self, cwnd: u32, acked: u32, now_ns: u64, delay_min_ns: u64) {
+        self.ack_cnt = self.ack_cnt.saturating_add(acked);
+        if self.last_cwnd == cwnd && now_ns.saturating_sub(self.last_time_ns) <= CNT_REFRESH_NS {
+            return;
+        }
+        self.last_cwnd = cwnd;
+        self.last_time_ns = now_ns;
+        if self.epoch_start_ns.is_none() {
+            self.epoch_start_ns = Some(now_ns);
+            self.ack_cnt = acked;
+            self.tcp_cwnd = cwnd;
+            if self.last_max_cwnd <= cwnd {
+                self.k_s = 0.0;
+                self.origin_point = cwnd;
+            } else {
+                self.k_s = (f64::from(self.last_max_cwnd - cwnd) / C).cbrt();
+                self.origin_point = self.last_max_cwnd;
+            }
+        }
+        let start = self.epoch_start_ns.unwrap_or(now_ns);
+        let t_s = now_ns.saturating_sub(start).saturating_add(delay_min_ns) as f64 / 1e9;
+        let delta = (C * (t_s - self.k_s).abs().powi(3))
+            .floor()
+            .min(f64::from(u32::MAX)) as u32;
+        let target = if t_s < self.k_s {
+            self.origin_point.saturating_sub(delta)
+        } else {
+            self.origin_point.saturating_add(delta)
+        };
+        self.cnt = if target > cwnd {
+            cwnd / (target - cwnd)
+        } else {
+            cwnd.saturating_mul(100)
+        };
+        if self.last_max_cwnd == 0 && self.cnt > 20 {
+            self.cnt = 20;
+        }
+        // tcp_friendliness.
+        let per_segment = (u64::from(cwnd) * u64::from(BETA_SCALE) / 8).max(1) as u32;
+        if self.ack_cnt > per_segment {
+            let gained = (self.ack_cnt - 1) / per_segment;
+            self.ack_cnt -= gained * per_segment;
+            self.tcp_cwnd = self.tcp_cwnd.saturating_add(gained);
+        }
+        if self.tcp_cwnd > cwnd {
+            self.cnt = self.cnt.min(cwnd / (self.tcp_cwnd - cwnd));
+        }
+        self.cnt = self.cnt.max(2);
+    }
+
+    /// `tcp_cong_avoid_ai(cnt, acked)`: the window after `acked` segments.
+    fn cong_avoid_ai(&mut self, mut cwnd: u32, acked: u32) -> u32 {
+        let w = self.cnt.max(1);
+        if self.cwnd_cnt >= w {
+            self.cwnd_cnt = 0;
+            cwnd = cwnd.saturating_add(1);
+        }
+        self.cwnd_cnt = self.cwnd_cnt.saturating_add(acked);
+        if self.cwnd_cnt >= w {
+            let delta = self.cwnd_cnt / w;
+            self.cwnd_cnt -= delta * w;
+            cwnd = cwnd.saturating_add(delta);
+        }
+        cwnd
+    }
+}
+
 /// Built-in Cubic state, per flow.
 #[derive(Debug, Clone)]
 pub struct BuiltinCubic {
@@ -114,6 +217,7 @@ pub struct BuiltinCubic {
     srtt_ns: u64,
     recovery_until_ns: u64,
     hystart: HyStart,
+    linux: LinuxCa,
 }
 
 impl BuiltinCubic {
@@ -131,6 +235,7 @@ impl BuiltinCubic {
             srtt_ns: 0,
             recovery_until_ns: 0,
             hystart: HyStart::default(),
+            linux: LinuxCa::default(),
         }
     }
 
@@ -231,14 +336,18 @@ impl BuiltinCubic {
     /// `W_max` is the window (less by fast convergence when below the previous `W_max`), and
     /// the new threshold `max(beta * cwnd, 2)` segments is returned (and kept).
     pub fn ssthresh_on_loss(&mut self) -> f64 {
-        let cwnd = self.cwnd.floor();
-        self.epoch_start_ns = None;
-        self.w_max = if cwnd < self.w_max {
-            cwnd * (1.0 + BETA) / 2.0
+        let cwnd = (self.cwnd.floor().min(f64::from(u32::MAX)) as u32).max(1);
+        let l = &mut self.linux;
+        l.epoch_start_ns = None;
+        // tcp_init_cwnd_reduction: the increase credit goes.
+        l.cwnd_cnt = 0;
+        l.last_max_cwnd = if cwnd < l.last_max_cwnd {
+            (u64::from(cwnd) * u64::from(1024 + BETA_1024) / 2048) as u32
         } else {
             cwnd
         };
-        self.ssthresh = (cwnd * BETA).floor().max(2.0);
+        self.w_max = f64::from(l.last_max_cwnd);
+        self.ssthresh = f64::from(((u64::from(cwnd) * u64::from(BETA_1024) / 1024) as u32).max(2));
         self.ssthresh
     }
 
@@ -252,6 +361,7 @@ impl BuiltinCubic {
         self.w_max = 0.0;
         self.k_s = 0.0;
         self.epoch_start_ns = None;
+        self.linux = LinuxCa::default();
         self.cwnd = 1.0;
         self.hystart.found = false;
         self.hystart.reset_round(now_ns, in_flight);
@@ -287,7 +397,11 @@ impl BuiltinCubic {
                 return self.cwnd;
             }
         }
-        self.cubic_update(acked, now_ns);
+        let cwnd = (self.cwnd.floor().min(f64::from(u32::MAX)) as u32).max(1);
+        let acked = acked.round().min(f64::from(u32::MAX)) as u32;
+        self.linux
+            .update(cwnd, acked, now_ns, self.hystart.delay_min_ns);
+        self.cwnd = f64::from(self.linux.cong_avoid_ai(cwnd, acked));
         self.cwnd
     }
 
@@ -387,5 +501,40 @@ mod tests {
             }
         }
         assert!((c.cwnd - 100.0).abs() < 5.0, "plateau at W_max: {}", c.cwnd);
+    }
+
+    /// Linux's `tcp_friendliness` in whole segments (the Reno-friendly region, where random
+    /// loss keeps small windows): after a reduction from 14 to `ssthresh` = 14 x 717 / 1024 =
+    /// 9 segments, `tcp_cwnd` gains a segment per `cwnd x 15 / 8` acknowledged and the window
+    /// follows it, so it grows about 0.53 segment per round trip (RFC 9438 §4.3's
+    /// `3 (1 - beta) / (1 + beta)`), one whole segment at a time; the cubic curve, 2.3 s from
+    /// its plateau, is slower here.
+    #[test]
+    fn linux_reno_friendliness_grows_half_a_segment_per_round_in_whole_segments() {
+        let mut c = BuiltinCubic::new(1000, 14_000);
+        c.ssthresh = 14.0;
+        let ssthresh = c.ssthresh_on_loss();
+        assert!((ssthresh - 9.0).abs() < 1e-9, "{ssthresh}");
+        assert!((c.w_max - 14.0).abs() < 1e-9);
+        c.set_cwnd_segments(ssthresh);
+        let rtt_ack = Primitives {
+            bytes_acked: 1000,
+            rtt_sample_us: 20_000,
+            ..Primitives::default()
+        };
+        // One round trip (20 ms) per window of one-segment ACKs, for 40 rounds.
+        let mut now = 1_000_000_000;
+        for _ in 0..40 {
+            let w = c.cwnd_segments() as u32;
+            for i in 0..w {
+                let t = now + u64::from(i) * 20_000_000 / u64::from(w);
+                let cwnd = c.cong_avoid(&rtt_ack, 1.0, t);
+                assert!((cwnd - cwnd.round()).abs() < 1e-9, "whole segments: {cwnd}");
+            }
+            now += 20_000_000;
+        }
+        // 9 + 40 x 0.53 = 30.
+        let cwnd = c.cwnd_segments();
+        assert!((28.0..=32.0).contains(&cwnd), "after 40 rounds: {cwnd}");
     }
 }

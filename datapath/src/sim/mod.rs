@@ -3,8 +3,8 @@
 //! A dumbbell: flows share one bottleneck ([`link`]) with a drop-tail buffer, random loss and
 //! a constant rate (with an `htb`-like token burst) or a mahimahi trace; each flow has its own
 //! propagation delay. Senders are TCP-like ([`tcp`]): window and pacing, a full SACK
-//! scoreboard, RFC 9002-style loss detection, RTO with backoff and Linux-style delivery-rate
-//! samples; receivers acknowledge as Linux's do ([`receiver`]: delayed ACKs); the built-in
+//! scoreboard, Linux's RACK-TLP loss detection ([`rack`]), RTO with backoff and Linux-style
+//! delivery-rate samples; receivers acknowledge as Linux's do ([`receiver`]: delayed ACKs); the built-in
 //! Reno and Cubic recover from loss as Linux does ([`recovery`]: sequence-based, PRR). Each of
 //! these can be switched off ([`model::TcpModel`]). Every ACK feeds the CCP datapath runtime
 //! the primitives ccp-kernel gives libccp. A portus agent can run in
@@ -20,6 +20,7 @@ pub mod link;
 pub mod lockstep;
 pub mod model;
 pub mod network;
+pub mod rack;
 pub mod realtime;
 pub mod receiver;
 pub mod recovery;

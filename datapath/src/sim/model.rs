@@ -3,9 +3,16 @@
 
 use super::recovery::RecoveryModel;
 
+/// [`TcpModel::ccp_record_delay_ns`]'s default, ns: delays uniform in 0-200 µs have the median
+/// of the testbed's ring-buffer-to-bridge delay, 95-109 µs (`docs/benchmarks.md` §10), and
+/// `docs/calibration.md` checks the spread against the bridge's trace.
+pub const CCP_RECORD_DELAY_NS: u64 = 200_000;
+
 /// The simulator's TCP and bottleneck behaviours. [`TcpModel::default`] is the Linux-like one
 /// (what the kernel testbed does); [`TcpModel::legacy`] is the simulator before
 /// 2026-11-25.
+// One switch per modelled behaviour, each independent of the others.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpModel {
     /// Linux's delayed ACKs at the receiver ([`super::receiver`]: quick-ack mode, an ACK per
@@ -21,6 +28,19 @@ pub struct TcpModel {
     /// Linux's retransmission timeout: `srtt + max(4 rttvar, 200 ms)` (the floor applies to
     /// the variance term, `__tcp_set_rto`). Off: `max(srtt + 4 rttvar, 200 ms)`.
     pub linux_rto: bool,
+    /// RACK-TLP loss detection as Linux's ([`super::rack`], RFC 8985): the reordering window
+    /// and timer, the tail loss probe. Off: RFC 9002's packet (3) and time (9/8 RTT)
+    /// thresholds, checked on ACKs only, and no probe.
+    pub rack_tlp: bool,
+    /// CCP flows: the largest delay, ns, between an ACK and the CCP runtime handling its
+    /// measurements, as the kernel datapath's BPF ring buffer and bridge add one (each ACK's
+    /// delay is drawn uniformly from `0..=` this, from the run's seed; the runtime's clock
+    /// never goes back, so records read late are handled in a batch). Datapath programs see
+    /// it in `Micros`; the agent's answers apply from the next ACK either way. 0: every ACK
+    /// is handled at its own time, exactly (the simulator's earlier behaviour), so a program
+    /// that reports when `Micros` exceeds the last RTT sample meets exact ties on a path
+    /// whose RTT does not vary and reports a round late.
+    pub ccp_record_delay_ns: u64,
 }
 
 impl Default for TcpModel {
@@ -30,20 +50,24 @@ impl Default for TcpModel {
             recovery: RecoveryModel::Linux,
             link_burst: true,
             linux_rto: true,
+            rack_tlp: true,
+            ccp_record_delay_ns: CCP_RECORD_DELAY_NS,
         }
     }
 }
 
 impl TcpModel {
-    /// The simulator's model before delayed ACKs, Linux recovery, the token burst and Linux's
-    /// RTO: every packet acknowledged at once, the time-based one-cut-per-RTT loss response,
-    /// plain serialization, `max(srtt + 4 rttvar, 200 ms)`.
+    /// The simulator's model before delayed ACKs, Linux recovery, the token burst, Linux's
+    /// RTO and RACK-TLP: every packet acknowledged at once, the time-based one-cut-per-RTT loss
+    /// response, plain serialization, `max(srtt + 4 rttvar, 200 ms)`, RFC 9002 thresholds.
     pub fn legacy() -> Self {
         Self {
             delayed_ack: false,
             recovery: RecoveryModel::TimeBased,
             link_burst: false,
             linux_rto: false,
+            rack_tlp: false,
+            ccp_record_delay_ns: 0,
         }
     }
 }

@@ -20,7 +20,7 @@ use super::model::TcpModel;
 use super::receiver::{AckDecision, Receiver};
 use super::recovery::{LinuxCc, LinuxReno, LinuxTcp, RecoveryModel, SenderView};
 use super::rng::Rng;
-use super::tcp::{MIN_RTO_NS, Sender};
+use super::tcp::{MIN_RTO_NS, Sender, TimerEvent};
 use crate::netem::{
     FlowResult, FlowSpec, LinkRate, LinkSpec, Network, NetworkResult, NetworkSpec, PathChange,
     SRTT_SAMPLE_INTERVAL_NS, Sample, Scheme,
@@ -264,6 +264,53 @@ pub struct Simulation {
     answers: VecDeque<(u64, Vec<u8>)>,
     result: SimResult,
     model: TcpModel,
+    /// Per-ACK CSV trace ([`TRACE_DIR_ENV`]), if asked for.
+    trace: Option<Box<dyn std::io::Write + Send>>,
+    /// Draws the CCP record delays ([`TcpModel::ccp_record_delay_ns`]).
+    record_delay_rng: Rng,
+}
+
+/// The random stream of the CCP record delays (the link's is 1).
+const RECORD_DELAY_STREAM: u64 = 2;
+
+/// Environment variable naming a directory: every run writes a per-ACK CSV trace of its
+/// flows there, in the columns of the kernel bridge's trace
+/// (`ccp_datapath::kernel::KernelBridge::with_trace`; `ca_state` is the built-in Linux
+/// recovery's state, for CCP flows the sender's: 3 from a marked loss to its recovery point), one file per run named by its link, first scheme and
+/// seed. For comparing what a CCP algorithm sees in the simulator and on the kernel
+/// (`docs/calibration.md`).
+pub const TRACE_DIR_ENV: &str = "CCP_SIM_TRACE_DIR";
+
+fn trace_file(cfg: &SimConfig) -> Option<Box<dyn std::io::Write + Send>> {
+    use std::io::Write as _;
+    let dir = std::env::var_os(TRACE_DIR_ENV)?;
+    let rate = match &cfg.link.rate {
+        LinkRate::Constant { bps } => format!("{}M", bps / 1_000_000),
+        LinkRate::Trace(_) => "trace".to_string(),
+    };
+    let first = cfg.flows.first();
+    let scheme = first.map_or_else(String::new, |f| match &f.scheme {
+        Scheme::Ccp { alg } => alg.clone(),
+        Scheme::Reno => "native-reno".into(),
+        Scheme::Cubic => "native-cubic".into(),
+        Scheme::Fixed { .. } => "fixed".into(),
+    });
+    let owd_ms = first.map_or(0, |f| f.one_way_delay_ns / 1_000_000);
+    let name = format!(
+        "sim-{rate}-{}ms-{}B-{}-{scheme}-s{}.csv",
+        2 * owd_ms,
+        cfg.link.buffer_bytes,
+        cfg.link.loss,
+        cfg.seed
+    );
+    let mut f =
+        std::io::BufWriter::new(std::fs::File::create(std::path::Path::new(&dir).join(name)).ok()?);
+    writeln!(
+        f,
+        "kind,t_ns,flow,ca_state,lost,bytes_acked,pkts_acked,sacked_out,inflight_pkts,cwnd_bytes,rtt_us_or_rate,read_ns"
+    )
+    .ok()?;
+    Some(Box::new(f))
 }
 
 impl Simulation {
@@ -305,6 +352,7 @@ impl Simulation {
         for fl in &mut self.flows {
             fl.receiver = new_receiver(&fl.spec, model);
             fl.sender.linux_rto = model.linux_rto;
+            fl.sender.rack_tlp = model.rack_tlp;
         }
         self
     }
@@ -336,6 +384,7 @@ impl Simulation {
                 sender: {
                     let mut s = Sender::new(spec.mss_bytes, spec.init_cwnd_bytes, spec.size_bytes);
                     s.linux_rto = model.linux_rto;
+                    s.rack_tlp = model.rack_tlp;
                     s
                 },
                 control: Control::Fixed,
@@ -370,6 +419,8 @@ impl Simulation {
             answers: VecDeque::new(),
             result: SimResult::default(),
             model,
+            trace: trace_file(&cfg),
+            record_delay_rng: Rng::derive(cfg.seed, RECORD_DELAY_STREAM),
             cfg,
         };
         for (i, f) in sim.cfg.flows.iter().enumerate() {
@@ -587,7 +638,7 @@ impl Simulation {
 
     fn arm_rto(&mut self, f: usize) {
         let fl = &mut self.flows[f];
-        if let Some(d) = fl.sender.rto_deadline_ns
+        if let Some(d) = fl.sender.timer_deadline_ns()
             && fl.rto_event_at.is_none_or(|at| at > d)
         {
             fl.rto_event_at = Some(d);
@@ -683,14 +734,31 @@ impl Simulation {
                 .rtt_samples_us
                 .push((out.rtt_ns / 1_000).min(u64::from(u32::MAX)) as u32);
         }
+        if let Some(trace) = self.trace.as_mut() {
+            trace_ack(trace.as_mut(), fl, &out, now, f);
+        }
         match &mut fl.control {
             Control::Ccp { sid } => {
                 let sid = *sid;
+                let max_delay = self.model.ccp_record_delay_ns;
+                if max_delay > 0 {
+                    // The runtime's clock never goes back: a record that waited longer than
+                    // the next one's delay is handled with it.
+                    let delay = self.record_delay_rng.next_u64() % (max_delay + 1);
+                    self.clock.set_ns(now + delay);
+                }
                 let a = self.dp.invoke(sid, &out.prims)?;
                 let fl = &mut self.flows[f];
                 fl.note_control(a.control, now);
                 if let Some(c) = a.cwnd_bytes {
-                    fl.sender.cwnd_bytes = c.max(fl.sender.mss_bytes());
+                    let c = c.max(fl.sender.mss_bytes());
+                    if c != fl.sender.cwnd_bytes
+                        && let Some(t) = self.trace.as_mut()
+                    {
+                        use std::io::Write as _;
+                        let _ = writeln!(t, "write,{now},{f},,,,,,,{c},,");
+                    }
+                    fl.sender.cwnd_bytes = c;
                 }
                 if let Some(r) = a.rate_bytes_per_sec {
                     // u32::MAX is how an algorithm says "unpaced" (Rate = 0 is ignored).
@@ -730,25 +798,36 @@ impl Simulation {
         Ok(())
     }
 
+    /// A timer event of flow `f`: the sender's RTO, loss probe or reordering timer.
     fn rto(&mut self, f: usize) {
         let fl = &mut self.flows[f];
+        // An event superseded by an earlier one ([`Self::arm_rto`]) is stale: the current
+        // one re-arms the timer, so acting on both would keep duplicates alive forever.
+        if fl.rto_event_at != Some(self.now) {
+            return;
+        }
         fl.rto_event_at = None;
         if fl.done {
             return;
         }
-        match fl.sender.rto_deadline_ns {
-            Some(d) if d <= self.now => {
-                fl.sender.on_rto(self.now);
+        match fl.sender.on_timer(self.now) {
+            Some(TimerEvent::Rto) => {
                 if let Control::Linux(tcp) = &mut fl.control {
                     let view = sender_view(&fl.sender);
                     fl.sender.cwnd_bytes = tcp.on_timeout(view, self.now);
                 }
-                self.arm_rto(f);
-                self.pump(f);
             }
-            Some(_) => self.arm_rto(f),
-            None => {}
+            Some(TimerEvent::Reorder(lost)) if lost > 0 => {
+                // tcp_rack_reo_timeout: recovery starts; no ACK carries these losses.
+                if let Control::Linux(tcp) = &mut fl.control {
+                    let view = sender_view(&fl.sender);
+                    fl.sender.cwnd_bytes = tcp.on_timer_losses(view, u64::from(lost));
+                }
+            }
+            Some(_) | None => {}
         }
+        self.arm_rto(f);
+        self.pump(f);
     }
 
     fn app_toggle(&mut self, f: usize) {
@@ -796,6 +875,33 @@ impl Simulation {
         }
         self.schedule(self.now + self.cfg.sample_interval_ns, Ev::Sample);
     }
+}
+
+/// One ACK of flow `f` in the per-ACK trace ([`TRACE_DIR_ENV`]).
+fn trace_ack(
+    trace: &mut (dyn std::io::Write + Send),
+    fl: &FlowState,
+    out: &super::tcp::AckOutcome,
+    now: u64,
+    f: usize,
+) {
+    let state = match &fl.control {
+        Control::Linux(tcp) => tcp.state() as u8,
+        _ if fl.sender.in_recovery() => 3,
+        _ => 0,
+    };
+    let prims = &out.prims;
+    let _ = writeln!(
+        trace,
+        "ack,{now},{f},{state},{},{},{},{},{},{},{},{now}",
+        prims.lost_pkts_sample,
+        prims.bytes_acked,
+        out.delivered_pkts,
+        fl.sender.sacked_pkts(),
+        prims.packets_in_flight,
+        fl.sender.cwnd_bytes,
+        prims.rtt_sample_us
+    );
 }
 
 /// The sender as the recovery state machine sees it.

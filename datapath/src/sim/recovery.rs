@@ -50,11 +50,11 @@ pub enum RecoveryModel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaState {
     /// No recovery.
-    Open,
+    Open = 0,
     /// Fast recovery after packets were marked lost.
-    Recovery,
+    Recovery = 3,
     /// After a retransmission timeout.
-    Loss,
+    Loss = 4,
 }
 
 /// Linux Reno (`tcp_reno_cong_avoid`, `tcp_reno_ssthresh`), in segments.
@@ -256,15 +256,7 @@ impl LinuxTcp {
             self.state = CaState::Open;
         }
         if self.state == CaState::Open && lost > 0 {
-            self.prr = Prr {
-                ssthresh: self.cc.ssthresh_on_loss() as u64,
-                prior_cwnd: self.cc.cwnd().floor().max(1.0) as u64,
-                delivered: 0,
-                out: 0,
-            };
-            self.sent_at_recovery = v.sent_total;
-            self.high_seq = v.snd_nxt;
-            self.state = CaState::Recovery;
+            self.enter_recovery(v);
         }
         if self.state == CaState::Recovery {
             self.prr.out = v.sent_total - self.sent_at_recovery;
@@ -279,6 +271,34 @@ impl LinuxTcp {
             self.cc.cong_avoid(out, delivered as f64, now_ns);
         }
         self.cwnd_bytes()
+    }
+
+    /// RACK's reordering timer marked `lost` packets between ACKs (`tcp_rack_reo_timeout`):
+    /// from Open, recovery starts as on an ACK, and PRR runs once as Linux calls
+    /// `tcp_cwnd_reduction(sk, 1, lost, 0)`. Returns the window, bytes.
+    pub fn on_timer_losses(&mut self, v: SenderView, lost: u64) -> u32 {
+        if self.state == CaState::Open {
+            self.enter_recovery(v);
+        }
+        if self.state == CaState::Recovery {
+            self.prr.out = v.sent_total - self.sent_at_recovery;
+            if let Some(c) = self.prr.on_ack(1, lost, false, v.pipe) {
+                self.cc.set_cwnd(c as f64);
+            }
+        }
+        self.cwnd_bytes()
+    }
+
+    fn enter_recovery(&mut self, v: SenderView) {
+        self.prr = Prr {
+            ssthresh: self.cc.ssthresh_on_loss() as u64,
+            prior_cwnd: self.cc.cwnd().floor().max(1.0) as u64,
+            delivered: 0,
+            out: 0,
+        };
+        self.sent_at_recovery = v.sent_total;
+        self.high_seq = v.snd_nxt;
+        self.state = CaState::Recovery;
     }
 
     /// A retransmission timeout fired (the sender marked everything lost); returns the window,

@@ -3,10 +3,11 @@
 //! Every transmission gets a fresh packet number (so every RTT sample is unambiguous) and
 //! carries one segment of the byte stream. An ACK names the packets the receiver got since
 //! its previous ACK ([`super::receiver`] decides when it acknowledges: Linux's delayed ACKs or
-//! every packet), which gives the sender a complete SACK scoreboard. Loss detection follows RFC 9002
-//! §6.1 (the packet and time thresholds TCP's RACK also uses): a packet is lost once a packet
-//! sent 3 or more later is acknowledged, or once it is older than 9/8 of the RTT when a later
-//! one is acknowledged. The retransmission timer follows RFC 6298 with Linux's 200 ms floor
+//! every packet), which gives the sender a complete SACK scoreboard. Loss detection is Linux's
+//! RACK-TLP with [`Sender::rack_tlp`] ([`super::rack`]: the reordering window and timer, the
+//! tail loss probe); without it, RFC 9002 §6.1's packet and time thresholds: a packet is lost
+//! once a packet sent 3 or more later is acknowledged, or once it is older than 9/8 of the RTT
+//! when a later one is acknowledged. The retransmission timer follows RFC 6298 with Linux's 200 ms floor
 //! on the variance term (`srtt + max(4 rttvar, 200 ms)`, [`Sender::linux_rto`]; off: RFC
 //! 6298's `max(srtt + 4 rttvar, 200 ms)`) and exponential backoff; on expiry everything in flight is lost and the window drops to one
 //! segment, as the kernel does before congestion control reacts. Delivery rate is sampled per
@@ -18,6 +19,7 @@
 
 use std::collections::VecDeque;
 
+use super::rack::{self, Rack};
 use crate::runtime::Primitives;
 
 /// Linux's minimum retransmission timeout.
@@ -64,6 +66,8 @@ pub struct AckOutcome {
 }
 
 /// Sender state of one flow.
+// Independent switches and flags of the TCP model, not a state machine in disguise.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug)]
 pub struct Sender {
     mss_bytes: u32,
@@ -113,6 +117,40 @@ pub struct Sender {
     /// `rttvar_us` at least `tcp_rto_min`), instead of RFC 6298's `max(srtt + 4 rttvar,
     /// 200 ms)`.
     pub linux_rto: bool,
+    /// RACK-TLP loss detection as Linux's ([`super::rack`]) instead of RFC 9002's packet and
+    /// time thresholds with no probe.
+    pub rack_tlp: bool,
+    rack: Rack,
+    /// Segments above `cum_seg` delivered (`sacked_out`).
+    sacked: u32,
+    /// Linux's recovery point while in Recovery or Loss (`high_seq`), for RACK's window.
+    ca_high_seq: Option<u64>,
+    /// When RACK's reordering timer fires, if armed.
+    reo_deadline_ns: Option<u64>,
+    /// When the loss probe fires, if armed.
+    pto_deadline_ns: Option<u64>,
+    /// `tlp_high_seq`: a probe is outstanding until `snd_una` reaches this segment.
+    tlp_high_seq: Option<u64>,
+    /// The next send is a loss probe: it may exceed the window.
+    probe_quota: bool,
+    /// A probe that sent the last segment again: that segment and the packet of its earlier
+    /// copy (Linux's skb is one; acknowledging either copy acknowledges both).
+    tlp_retx: Option<(u64, u64)>,
+    /// Packets the reordering timer marked lost (in no ACK's loss sample).
+    pub timer_lost_pkts: u64,
+    /// Loss probes sent.
+    pub probes: u64,
+}
+
+/// Which of the sender's timers fired ([`Sender::on_timer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerEvent {
+    /// The retransmission timeout: everything in flight is lost ([`Sender::on_rto`]).
+    Rto,
+    /// RACK's reordering timer marked this many packets lost.
+    Reorder(u32),
+    /// The tail loss probe: one segment may go out beyond the window.
+    Probe,
 }
 
 impl Sender {
@@ -151,7 +189,91 @@ impl Sender {
             timeouts: 0,
             sent_total: 0,
             linux_rto: false,
+            rack_tlp: false,
+            rack: Rack::default(),
+            sacked: 0,
+            ca_high_seq: None,
+            reo_deadline_ns: None,
+            pto_deadline_ns: None,
+            tlp_high_seq: None,
+            probe_quota: false,
+            tlp_retx: None,
+            timer_lost_pkts: 0,
+            probes: 0,
         }
+    }
+
+    /// Whether Linux would be in Recovery or Loss (losses marked, recovery point not yet
+    /// acknowledged).
+    pub fn in_recovery(&self) -> bool {
+        self.ca_high_seq.is_some()
+    }
+
+    /// When the sender's next timer (RTO, loss probe or RACK's reordering timer) is due, ns.
+    /// As Linux's single retransmission timer: an armed reordering timer stands for the
+    /// others; a probe is never later than the RTO.
+    pub fn timer_deadline_ns(&self) -> Option<u64> {
+        if let Some(r) = self.reo_deadline_ns {
+            return Some(r);
+        }
+        match (self.pto_deadline_ns, self.rto_deadline_ns) {
+            (Some(p), Some(r)) => Some(p.min(r)),
+            (p, r) => p.or(r),
+        }
+    }
+
+    /// The timer due at `now_ns` fired; `None` if none is due. The caller sends what the
+    /// window (and a probe's one extra segment) allows afterwards.
+    pub fn on_timer(&mut self, now_ns: u64) -> Option<TimerEvent> {
+        let due = self.timer_deadline_ns().filter(|&d| d <= now_ns)?;
+        if self.reo_deadline_ns == Some(due) {
+            self.reo_deadline_ns = None;
+            let lost = self.detect_losses_rack(now_ns);
+            self.lost_pkts += u64::from(lost);
+            self.timer_lost_pkts += u64::from(lost);
+            return Some(TimerEvent::Reorder(lost));
+        }
+        if self.pto_deadline_ns == Some(due) && self.rto_deadline_ns.is_none_or(|r| due <= r) {
+            self.pto_deadline_ns = None;
+            if self.tlp_high_seq.is_none() && self.inflight_pkts > 0 {
+                if self
+                    .next_segment()
+                    .is_none_or(|seg| seg < self.next_new_seg)
+                {
+                    // No new data: send the last segment again (`skb_rb_last`).
+                    if let Some(last) = self.next_new_seg.checked_sub(1)
+                        && last >= self.cum_seg
+                    {
+                        let orig = self
+                            .packets
+                            .iter()
+                            .rposition(|p| p.seg == last && p.state == PktState::InFlight);
+                        if let Some(i) = orig {
+                            self.tlp_retx = Some((last, self.base_pn + i as u64));
+                        }
+                        self.mark_for_retransmission(last);
+                    }
+                }
+                self.probe_quota = self.next_segment().is_some();
+            }
+            self.rto_deadline_ns = Some(now_ns + self.rto_ns());
+            return Some(TimerEvent::Probe);
+        }
+        self.on_rto(now_ns);
+        Some(TimerEvent::Rto)
+    }
+
+    /// `tcp_schedule_loss_probe`: in the Open state with data in flight, the probe fires
+    /// [`rack::pto_ns`] from `now_ns`, never after the RTO.
+    fn schedule_probe(&mut self, now_ns: u64) {
+        self.pto_deadline_ns = None;
+        if !self.rack_tlp || self.in_recovery() || self.inflight_pkts == 0 {
+            return;
+        }
+        let out = (self.next_new_seg - self.cum_seg).min(u64::from(u32::MAX)) as u32;
+        let pto = rack::pto_ns(self.srtt_ns, out, MIN_RTO_NS, INITIAL_RTO_NS);
+        let at = now_ns + pto;
+        self.pto_deadline_ns = Some(self.rto_deadline_ns.map_or(at, |r| r.min(at)));
     }
 
     /// Packets sent so far (new and retransmitted).
@@ -193,6 +315,11 @@ impl Sender {
     /// Smoothed RTT, ns (0 before the first sample).
     pub fn srtt_ns(&self) -> u64 {
         self.srtt_ns
+    }
+
+    /// Segments delivered out of order, above `snd_una` (Linux's `sacked_out`).
+    pub fn sacked_pkts(&self) -> u32 {
+        self.seg_acked.iter().filter(|&&a| a).count() as u32
     }
 
     /// Bytes in flight.
@@ -249,6 +376,7 @@ impl Sender {
         let seg = self.next_segment()?;
         if self.inflight_bytes + u64::from(self.seg_bytes(seg)) > u64::from(self.cwnd_bytes)
             && self.inflight_pkts > 0
+            && !self.probe_quota
         {
             return None;
         }
@@ -293,6 +421,13 @@ impl Sender {
         if self.rto_deadline_ns.is_none() {
             self.rto_deadline_ns = Some(now_ns + self.rto_ns());
         }
+        if std::mem::take(&mut self.probe_quota) {
+            self.probes += 1;
+            self.tlp_high_seq = Some(self.next_new_seg);
+        } else if !is_retx && self.reo_deadline_ns.is_none() {
+            // tcp_write_xmit: new data re-arms the probe.
+            self.schedule_probe(now_ns);
+        }
         Some((pn, bytes))
     }
 
@@ -329,8 +464,6 @@ impl Sender {
         let mut newest: Option<SentPacket> = None;
         let mut bytes_acked = 0u64;
         let mut packets_acked = 0u32;
-        let mut bytes_sacked = 0u32;
-        let mut packets_sacked = 0u32;
         // Pass 1: each newly delivered packet (marked `AckedNow` until pass 3).
         for &pn in pns {
             let Some(p) = self.packet_mut(pn).map(|p| *p) else {
@@ -339,12 +472,28 @@ impl Sender {
             if matches!(p.state, PktState::Acked | PktState::AckedNow) {
                 continue;
             }
+            let idx = p.seg.checked_sub(self.cum_seg);
+            let duplicate =
+                idx.is_none_or(|i| self.seg_acked.get(i as usize).copied().unwrap_or(false));
             if let Some(pk) = self.packet_mut(pn) {
-                pk.state = PktState::AckedNow;
+                pk.state = if duplicate {
+                    PktState::Acked
+                } else {
+                    PktState::AckedNow
+                };
             }
             if p.state == PktState::InFlight {
                 self.inflight_bytes -= u64::from(p.bytes);
                 self.inflight_pkts -= 1;
+            }
+            if duplicate {
+                // Another copy of the segment (a probe's, or the original of a spurious
+                // retransmission) got there first: nothing newly delivered (a D-SACK).
+                continue;
+            }
+            self.settle_probe_copy(p.seg, pn);
+            if self.rack_tlp {
+                self.rack.advance(p.sent_ns, pn, now_ns);
             }
             self.largest_acked_pn = Some(self.largest_acked_pn.map_or(pn, |l| l.max(pn)));
             oldest_sent = Some(oldest_sent.map_or(p.sent_ns, |o| o.min(p.sent_ns)));
@@ -359,6 +508,7 @@ impl Sender {
                     self.seg_acked.resize(idx + 1, false);
                 }
                 self.seg_acked[idx] = true;
+                self.sacked += 1;
             }
         }
         let (Some(oldest_sent), Some(p)) = (oldest_sent, newest) else {
@@ -367,23 +517,12 @@ impl Sender {
         // Pass 2: the cumulative advance.
         while self.seg_acked.front() == Some(&true) {
             self.seg_acked.pop_front();
+            self.sacked -= 1;
             bytes_acked += u64::from(self.seg_bytes(self.cum_seg));
             packets_acked += 1;
             self.cum_seg += 1;
         }
-        // Pass 3: newly delivered packets beyond the cumulative point are SACKed.
-        for &pn in pns {
-            let cum = self.cum_seg;
-            if let Some(pk) = self.packet_mut(pn)
-                && pk.state == PktState::AckedNow
-            {
-                pk.state = PktState::Acked;
-                if pk.seg >= cum {
-                    bytes_sacked += pk.bytes;
-                    packets_sacked += 1;
-                }
-            }
-        }
+        let (bytes_sacked, packets_sacked) = self.settle_newly_delivered(pns, now_ns);
         out.prims.bytes_acked = bytes_acked.min(u64::from(u32::MAX)) as u32;
         out.prims.packets_acked = packets_acked;
         out.prims.bytes_misordered = bytes_sacked;
@@ -418,14 +557,98 @@ impl Sender {
             .unwrap_or(out.prims.rate_incoming);
 
         out.prims.rtt_sample_us = (ca_rtt / 1_000).max(1);
-        out.prims.lost_pkts_sample = self.detect_losses(now_ns);
         self.rto_deadline_ns = if self.inflight_pkts > 0 {
             Some(now_ns + self.rto_ns())
         } else {
             None
         };
+        out.prims.lost_pkts_sample = self.detect_after_ack(now_ns, packets_acked > 0);
         out.completed = self.is_complete();
         self.finish_ack(out)
+    }
+
+    /// Segment `seg` arrived in packet `pn`: if a probe sent it again, its other copy is
+    /// acknowledged too (Linux's skb is one).
+    fn settle_probe_copy(&mut self, seg: u64, pn: u64) {
+        let Some((probed, orig)) = self.tlp_retx else {
+            return;
+        };
+        if probed != seg {
+            return;
+        }
+        self.tlp_retx = None;
+        if orig != pn
+            && let Some(o) = self.packet_mut(orig)
+            && o.state == PktState::InFlight
+        {
+            o.state = PktState::Acked;
+            let bytes = o.bytes;
+            self.inflight_bytes -= u64::from(bytes);
+            self.inflight_pkts -= 1;
+        }
+    }
+
+    /// Pass 3 of an ACK: the newly delivered packets (`AckedNow`) become `Acked`; those beyond
+    /// the cumulative point are SACKed (returned: bytes, packets). `RACK.rtt` is the last one's
+    /// in Linux's processing order: the SACKed ones, then the cumulatively acknowledged ones,
+    /// each in sequence order.
+    fn settle_newly_delivered(&mut self, pns: &[u64], now_ns: u64) -> (u32, u32) {
+        let (mut bytes_sacked, mut packets_sacked) = (0u32, 0u32);
+        // (segment, send time) of the highest segment SACKed and cumulatively acknowledged.
+        let mut last_sacked: Option<(u64, u64)> = None;
+        let mut last_cum: Option<(u64, u64)> = None;
+        let cum = self.cum_seg;
+        for &pn in pns {
+            if let Some(pk) = self.packet_mut(pn)
+                && pk.state == PktState::AckedNow
+            {
+                pk.state = PktState::Acked;
+                let (seg, sent) = (pk.seg, pk.sent_ns);
+                let slot = if seg >= cum {
+                    bytes_sacked += pk.bytes;
+                    packets_sacked += 1;
+                    &mut last_sacked
+                } else {
+                    &mut last_cum
+                };
+                if slot.is_none_or(|(s, _)| seg > s) {
+                    *slot = Some((seg, sent));
+                }
+            }
+        }
+        if self.rack_tlp
+            && let Some((_, sent)) = last_cum.or(last_sacked)
+        {
+            self.rack.set_rtt_ns(now_ns.saturating_sub(sent));
+        }
+        // Recovery and the probe end when `snd_una` reaches their points.
+        if self.ca_high_seq.is_some_and(|h| self.cum_seg >= h) {
+            self.ca_high_seq = None;
+        }
+        if self.tlp_high_seq.is_some_and(|h| self.cum_seg >= h) {
+            self.tlp_high_seq = None;
+        }
+        (bytes_sacked, packets_sacked)
+    }
+
+    /// Loss detection after an ACK (`acked_data`: it advanced `snd_una`); returns the packets
+    /// it marked lost (the ACK's loss sample).
+    fn detect_after_ack(&mut self, now_ns: u64, acked_data: bool) -> u32 {
+        if !self.rack_tlp {
+            return self.detect_losses(now_ns);
+        }
+        let lost = if self.rack.take_advanced() {
+            self.detect_losses_rack(now_ns)
+        } else {
+            0
+        };
+        self.lost_pkts += u64::from(lost);
+        // FLAG_SET_XMIT_TIMER: an ACK that acknowledged data re-arms the probe (or the RTO),
+        // unless RACK just armed its reordering timer.
+        if acked_data && self.reo_deadline_ns.is_none() {
+            self.schedule_probe(now_ns);
+        }
+        lost
     }
 
     /// Forgets packets at the front that are acknowledged or lost.
@@ -477,6 +700,54 @@ impl Sender {
         lost
     }
 
+    /// RACK (`tcp_rack_detect_loss`): marks lost every packet in flight sent before the most
+    /// recently sent delivered one whose `RACK.rtt + reo_wnd` has passed; arms the reordering
+    /// timer for the rest (or disarms it). Enters recovery on a loss. Returns the packets
+    /// marked.
+    fn detect_losses_rack(&mut self, now_ns: u64) -> u32 {
+        let reo_wnd = rack::reo_wnd_ns(
+            if self.min_rtt_ns == u64::MAX {
+                0
+            } else {
+                self.min_rtt_ns
+            },
+            self.srtt_ns,
+            self.sacked,
+            self.in_recovery(),
+        );
+        let mut lost = 0;
+        let mut wait: i64 = 0;
+        for i in 0..self.packets.len() {
+            let p = self.packets[i];
+            let pn = self.base_pn + i as u64;
+            if !self.rack.sent_before_latest(p.sent_ns, pn) {
+                break;
+            }
+            if p.state != PktState::InFlight {
+                continue;
+            }
+            let remaining = self.rack.remaining_ns(p.sent_ns, reo_wnd, now_ns);
+            if remaining <= 0 {
+                self.packets[i].state = PktState::Lost;
+                self.inflight_bytes -= u64::from(p.bytes);
+                self.inflight_pkts -= 1;
+                self.mark_for_retransmission(p.seg);
+                lost += 1;
+            } else {
+                wait = wait.max(remaining);
+            }
+        }
+        self.reo_deadline_ns = (wait > 0).then(|| now_ns + rack::reo_timer_ns(wait as u64));
+        if self.reo_deadline_ns.is_some() {
+            self.pto_deadline_ns = None;
+        }
+        if lost > 0 && self.ca_high_seq.is_none() {
+            self.ca_high_seq = Some(self.next_new_seg);
+            self.pto_deadline_ns = None;
+        }
+        lost
+    }
+
     fn mark_for_retransmission(&mut self, seg: u64) {
         let delivered = seg
             .checked_sub(self.cum_seg)
@@ -505,6 +776,12 @@ impl Sender {
         self.inflight_pkts = 0;
         self.cwnd_bytes = self.mss_bytes;
         self.pending_timeout = true;
+        self.ca_high_seq = Some(self.next_new_seg);
+        self.reo_deadline_ns = None;
+        self.pto_deadline_ns = None;
+        self.tlp_high_seq = None;
+        self.probe_quota = false;
+        self.tlp_retx = None;
         self.rto_backoff += 1;
         self.rto_deadline_ns = Some(now_ns + self.rto_ns());
         self.next_send_ns = now_ns;
@@ -587,6 +864,86 @@ mod tests {
         let r = last.prims.rate_incoming;
         assert!((950_000..=1_050_000).contains(&r), "{:?}", last.prims);
         assert_eq!(last.prims.rtt_sample_us, 10_000);
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// A RACK sender with five packets sent at 0 and the first acknowledged at 20 ms
+    /// (srtt = min RTT = 20 ms).
+    fn rack_sender() -> Sender {
+        let mut s = Sender::new(1000, 10_000, None);
+        s.rack_tlp = true;
+        for _ in 0..5 {
+            s.send(0);
+        }
+        s.on_ack(0, 20 * MS);
+        s
+    }
+
+    /// RFC 8985 §6.2 with Linux's window: one hole and one SACK (fewer than three) is not a
+    /// loss yet; the reordering timer fires `RACK.rtt + min_rtt / 4` after the hole was sent
+    /// (rounded up to jiffies, plus `TCP_TIMEOUT_MIN`) and marks it lost, in no ACK's sample.
+    #[test]
+    fn rack_waits_a_quarter_min_rtt_for_reordering_then_its_timer_marks_the_loss() {
+        let mut s = rack_sender();
+        let a = s.on_ack(2, 20 * MS + MS / 2);
+        assert_eq!(a.prims.lost_pkts_sample, 0, "within the reordering window");
+        // Expiry at 0 + 20.5 + 5 ms: 5 ms from now -> 2 jiffies + TCP_TIMEOUT_MIN = 16 ms.
+        assert_eq!(s.timer_deadline_ns(), Some(20 * MS + MS / 2 + 16 * MS));
+        assert_eq!(s.on_timer(36 * MS), None, "not yet");
+        assert_eq!(s.on_timer(36 * MS + MS / 2), Some(TimerEvent::Reorder(1)));
+        assert!(s.in_recovery());
+        assert_eq!(s.timer_lost_pkts, 1);
+        assert_eq!(s.send(37 * MS), Some((5, 1000)), "segment 1 goes again");
+        let a = s.on_ack(3, 38 * MS);
+        assert_eq!(
+            a.prims.lost_pkts_sample, 0,
+            "the timer's loss is in no ACK's sample"
+        );
+    }
+
+    /// With three segments SACKed (`tcp_reordering`) the window is 0: the hole is lost on the
+    /// ACK, as RFC 5681's `DupThresh` would have it.
+    #[test]
+    fn rack_marks_the_hole_at_once_after_three_sacks() {
+        let mut s = rack_sender();
+        let t = 20 * MS + MS / 2;
+        assert_eq!(s.on_ack(2, t).prims.lost_pkts_sample, 0);
+        assert_eq!(s.on_ack(3, t).prims.lost_pkts_sample, 0);
+        assert_eq!(s.on_ack(4, t).prims.lost_pkts_sample, 1);
+        assert!(s.in_recovery());
+    }
+
+    /// RFC 8985 §7: a tail loss (the last two segments of a transfer) is recovered without an
+    /// RTO. The probe fires 2 srtt (+ `TCP_TIMEOUT_MIN`) after the last ACK and sends the last
+    /// segment again; its ACK lets RACK mark the other one lost, which goes again.
+    #[test]
+    fn a_tail_loss_is_recovered_by_the_probe_without_an_rto() {
+        let mut s = Sender::new(1000, 10_000, Some(10_000));
+        s.rack_tlp = true;
+        for _ in 0..10 {
+            s.send(0);
+        }
+        for pn in 0..8 {
+            s.on_ack(pn, 20 * MS);
+        }
+        let pto = 20 * MS + 40 * MS + rack::TIMEOUT_MIN_NS;
+        assert_eq!(
+            s.timer_deadline_ns(),
+            Some(pto),
+            "PTO = 2 srtt, before the RTO"
+        );
+        assert_eq!(s.on_timer(pto), Some(TimerEvent::Probe));
+        assert_eq!(s.send_time(pto), Some(pto), "the probe may go");
+        assert_eq!(s.send(pto), Some((10, 1000)));
+        assert_eq!(s.seg_of(10), Some(9), "the last segment again");
+        assert_eq!(s.probes, 1);
+        let a = s.on_ack(10, pto + 20 * MS);
+        assert_eq!(a.prims.lost_pkts_sample, 1, "segment 8, not the probed one");
+        assert_eq!(s.send(pto + 20 * MS), Some((11, 1000)));
+        assert_eq!(s.seg_of(11), Some(8));
+        assert!(s.on_ack(11, pto + 40 * MS).completed);
+        assert_eq!((s.timeouts, s.retransmits), (0, 2));
     }
 
     /// One ACK for two packets (a delayed ACK): both are acknowledged, the RTT that feeds the

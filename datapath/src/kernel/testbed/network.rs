@@ -17,6 +17,10 @@
 //!   state seen in the 10 ms samples.
 //! - A flow's throughput counts from its scheduled start, like the simulator's.
 //!
+//! With `CCP_KERNEL_TRACE_DIR=<dir>` in the environment, every run with CCP flows writes the
+//! bridge's per-ACK trace ([`KernelBridge::with_trace`]: what the BPF program reported, the
+//! windows the agent set) to `<dir>/bridge-<pid>-<n>.csv`.
+//!
 //! Not supported (a [`KernelNetworkError::Unsupported`]): on/off flows, ACK aggregation, a
 //! fixed window, flows with different propagation delays (the testbed has one path), and two
 //! different CCP algorithms in one run (the bridge asks the agent for one).
@@ -319,6 +323,27 @@ fn check_control(k: ControlStats) -> Result<(), KernelNetworkError> {
     Ok(())
 }
 
+/// Environment variable naming a directory: each run's bridge writes its CSV trace
+/// ([`KernelBridge::with_trace`]) there as `bridge-<pid>-<n>.csv`, `n` counting the runs of
+/// the process.
+pub(crate) const TRACE_DIR_ENV: &str = "CCP_KERNEL_TRACE_DIR";
+
+/// The next run's trace file, when [`TRACE_DIR_ENV`] is set (a file that cannot be created is
+/// logged and skipped).
+fn trace_file() -> Option<Box<dyn std::io::Write + Send>> {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::var_os(TRACE_DIR_ENV)?;
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    let path = std::path::Path::new(&dir).join(format!("bridge-{}-{n}.csv", std::process::id()));
+    match std::fs::File::create(&path) {
+        Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot create the bridge trace");
+            None
+        }
+    }
+}
+
 /// The BPF datapath and the bridge, running in their own thread for one run (the loaded
 /// object is not `Send`: it is created, used and dropped there).
 struct BridgeThread {
@@ -347,6 +372,9 @@ impl BridgeThread {
                 let runtime =
                     Datapath::new(DatapathConfig::default(), transport, MonotonicClock::new());
                 let mut bridge = KernelBridge::new(kernel, runtime, Some(alg));
+                if let Some(out) = trace_file() {
+                    bridge = bridge.with_trace(out);
+                }
                 let _ = ready_tx.send(Ok(()));
                 while !flag.load(Ordering::Relaxed) {
                     bridge
