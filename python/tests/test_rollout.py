@@ -29,7 +29,9 @@ def cluster():
 
 def config(tiny: pathlib.Path, **kw) -> a2c.Config:
     # Episodes of 4 steps (2 s at 0.5 s) inside rollouts of 5: episodes end and reset mid-run.
-    base = dict(scenario=str(tiny), step_s=0.5, duration_s=2.0, envs=4, rollout=5, iterations=4, seed=3)
+    # Built-in candidates: other tests register Python algorithms in this process, which the
+    # Ray workers (other processes) do not have.
+    base = dict(scenario=str(tiny), candidates=["cubic", "reno", "bbr", "copa", "vegas"], step_s=0.5, duration_s=2.0, envs=4, rollout=5, iterations=4, seed=3)
     base.update(kw)
     return a2c.Config(**base)
 

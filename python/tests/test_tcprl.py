@@ -33,8 +33,11 @@ def trained(tiny: pathlib.Path):
         duration_s=3.0,
         envs=4,
         rollout=8,
-        iterations=400,
-        beta_decay_iterations=200,
+        # On the simulator with RACK-TLP and the CCP record delay, with the fixed gradients:
+        # 800 iterations reach a margin of 0.21 over random for five of seeds 0-5 (seed 1:
+        # -0.85); 400 stay within 0.07 of random.
+        iterations=800,
+        beta_decay_iterations=400,
         lr=1e-3,
         seed=2,
     )
@@ -51,10 +54,9 @@ def test_a_tiny_policy_learns_to_beat_a_random_one(trained) -> None:
     assert sorted(res.candidates) == sorted(NINE), res.candidates
     learned = a2c.evaluate(res.params, cfg, 8, seed=99)
     random = a2c.evaluate(None, cfg, 8, seed=99, policy="random")
-    # Seeded, so the same every run: -1.203 against random's -1.422. Random switching beats
-    # every fixed candidate here (Copa, the best, -1.47), so the policy must learn when to
-    # switch. Not every seed finds it: of seeds 0-7, five reach a margin >= 0.2 and three stay
-    # within 0.01 of random or below it.
+    # Seeded, so the same every run: -1.249 against random's -1.455. Random switching beats
+    # most fixed candidates here, so the policy must learn when to switch; not every seed
+    # finds it (see the config above).
     assert learned > random + 0.1, (learned, random)
     # The entropy weight decayed as configured and the policy sharpened.
     assert res.curve[-1]["beta"] == pytest.approx(0.01)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -98,6 +98,12 @@ def make_envs(cfg: Config):
     from . import rollout
 
     if cfg.ray_workers > 0:
+        if cfg.candidates is None:
+            # The workers are other processes: they must step the candidates this process would
+            # (an algorithm registered from Python here is unknown there and fails loudly).
+            from .. import candidates
+
+            cfg = replace(cfg, candidates=list(candidates()))
         return rollout.RayEnvs(EnvMaker(cfg), cfg.envs, cfg.ray_workers, cfg.ray_address, cfg.seed)
     return rollout.LocalEnvs(EnvMaker(cfg), list(range(cfg.envs)))
 
