@@ -71,23 +71,9 @@ pub const RTT_RATIO_CAP: f64 = 10.0;
 /// What can go wrong loading the runtime or a model, or running it.
 #[derive(Debug, thiserror::Error)]
 pub enum OnnxError {
-    /// No ONNX Runtime shared library was found.
-    #[error(
-        "ONNX Runtime library not found (searched: {searched}); set {DYLIB_ENV} to \
-         libonnxruntime.so or run `make venv`"
-    )]
-    LibraryNotFound {
-        /// The paths or patterns that were tried.
-        searched: String,
-    },
-    /// The library was found but could not be loaded (not a library, wrong version...).
-    #[error("cannot load ONNX Runtime from {path}: {reason}")]
-    LibraryLoad {
-        /// The library file.
-        path: PathBuf,
-        /// What the loader said.
-        reason: String,
-    },
+    /// ONNX Runtime itself could not be found or loaded (`ccp_algorithms::onnx`).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
     /// The model or its sidecar could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -140,16 +126,15 @@ pub enum OnnxError {
     Poisoned,
 }
 
-impl From<RuntimeError> for OnnxError {
-    fn from(e: RuntimeError) -> Self {
-        match e {
-            RuntimeError::LibraryNotFound { searched } => Self::LibraryNotFound { searched },
-            RuntimeError::LibraryLoad { path, reason } => Self::LibraryLoad { path, reason },
-            RuntimeError::CurrentDir(reason) => Self::LibraryNotFound {
-                searched: format!("the current directory ({reason})"),
-            },
-            RuntimeError::Poisoned => Self::Poisoned,
-        }
+impl OnnxError {
+    /// Whether ONNX Runtime's library is missing (as opposed to a bad model or input): what a
+    /// test or tool may skip on.
+    #[must_use]
+    pub fn is_library_missing(&self) -> bool {
+        matches!(
+            self,
+            Self::Runtime(RuntimeError::LibraryNotFound { .. } | RuntimeError::CurrentDir(_))
+        )
     }
 }
 
