@@ -24,8 +24,8 @@ mod common;
 
 use ccp_algorithms::api::SplitMix64;
 use ccp_datapath::runtime::{Control, FlowInfo, Primitives};
-use common::Agent;
 use common::runtime::{DATAPATH_IW, MSS, assert_controlled, datapath, open_flow};
+use common::{Agent, fields};
 
 /// portus's receive buffer: a datagram this long or longer may have been cut.
 const PORTUS_RECV_BUF: usize = 1024;
@@ -182,16 +182,6 @@ fn expected_reason(d: &[u8]) -> Option<&'static str> {
         (0 | 1 | 5, _) => Some("bad_length"),
         _ => Some("unexpected_type"),
     }
-}
-
-/// `key=value` integer fields of a log line.
-fn fields(line: &str) -> BTreeMap<String, u64> {
-    line.split_whitespace()
-        .filter_map(|w| {
-            let (k, v) = w.split_once('=')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
 }
 
 #[test]

@@ -19,7 +19,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::too_many_lines)]
 
-use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -27,13 +27,13 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use ccp_datapath::agent::{SyntheticFlow, demo_config};
+use ccp_datapath::agent::demo_config;
 use ccp_datapath::runtime::transport::{RecvError, SendError, Transport};
-use ccp_datapath::runtime::{Control, Datapath, FlowInfo, MonotonicClock, Primitives};
-use common::Agent;
+use ccp_datapath::runtime::{Datapath, MonotonicClock};
+use common::runtime::open_flow_from;
+use common::{Agent, fields};
 
 const DEVICE: &str = "/dev/ccpkp";
-const MSS: u32 = 1448;
 
 /// The emulated ccp-kernel: the master side of the pty, and the slave (kept open to see how
 /// much the agent has not read yet).
@@ -194,57 +194,6 @@ impl Drop for DeviceLink {
     }
 }
 
-fn fields(line: &str) -> BTreeMap<String, u64> {
-    line.split_whitespace()
-        .filter_map(|w| {
-            let (k, v) = w.split_once('=')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
-fn open_flow(dp: &mut Datapath<CharKernel, MonotonicClock>, port: u32, alg: &str) -> SyntheticFlow {
-    let sid = dp
-        .create_flow(FlowInfo {
-            init_cwnd_bytes: 4 * MSS,
-            mss_bytes: MSS,
-            src_ip: 0xc000_0201,
-            src_port: port,
-            dst_ip: 0x0a00_0002,
-            dst_port: 443,
-            alg: Some(alg.to_string()),
-        })
-        .unwrap();
-    let idle = Primitives {
-        rtt_sample_us: 300,
-        snd_cwnd: 4 * MSS,
-        ..Primitives::default()
-    };
-    let start = Instant::now();
-    let cwnd = loop {
-        dp.poll();
-        let a = dp.invoke(sid, &idle).unwrap();
-        if a.control == Control::Agent {
-            break a.cwnd_bytes.unwrap();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "agent never took flow {sid} ({alg}) over the char device"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    };
-    SyntheticFlow {
-        sid,
-        mss_bytes: MSS,
-        cwnd_bytes: cwnd,
-        rtt_us: 300,
-        ack_gap: Duration::from_micros(100),
-        acks: 0,
-        agent_acks: 0,
-        fallback_acks: 0,
-    }
-}
-
 #[test]
 fn ccp_agent_over_the_char_device_runs_flows_of_an_emulated_ccp_kernel() {
     std::fs::create_dir_all("/tmp/ccp").unwrap();
@@ -281,8 +230,8 @@ fn ccp_agent_over_the_char_device_runs_flows_of_an_emulated_ccp_kernel() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut dp = Datapath::new(demo_config(), kernel, MonotonicClock::new());
-    let mut cubic = open_flow(&mut dp, 40_001, "cubic");
-    let mut reno = open_flow(&mut dp, 40_002, "reno");
+    let mut cubic = open_flow_from(&mut dp, 40_001, Ipv4Addr::new(10, 0, 0, 2), Some("cubic")).0;
+    let mut reno = open_flow_from(&mut dp, 40_002, Ipv4Addr::new(10, 0, 0, 2), Some("reno")).0;
     for flow in [&mut cubic, &mut reno] {
         let before = flow.cwnd_bytes;
         flow.run(&mut dp, 300).unwrap();

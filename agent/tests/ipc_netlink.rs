@@ -16,7 +16,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::too_many_lines)]
 
-use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -24,14 +24,14 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use ccp_datapath::agent::{SyntheticFlow, demo_config};
+use ccp_datapath::agent::demo_config;
 use ccp_datapath::runtime::transport::{RecvError, SendError, Transport};
-use ccp_datapath::runtime::{Control, Datapath, FlowInfo, MonotonicClock, Primitives};
-use common::Agent;
+use ccp_datapath::runtime::{Datapath, MonotonicClock};
+use common::runtime::open_flow_from;
+use common::{Agent, fields};
 
 const NETLINK_USERSOCK: libc::c_int = 2;
 const NLMSG_HDRLEN: usize = 16;
-const MSS: u32 = 1448;
 
 fn sockaddr_nl(pid: u32) -> libc::sockaddr_nl {
     // SAFETY: sockaddr_nl is plain old data; all zeros is a valid value.
@@ -199,62 +199,6 @@ fn agent_netlink_socket(pid: libc::pid_t) -> OwnedFd {
     }
 }
 
-fn fields(line: &str) -> BTreeMap<String, u64> {
-    line.split_whitespace()
-        .filter_map(|w| {
-            let (k, v) = w.split_once('=')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
-/// Opens a flow asking for `alg` and plays ACKs until the agent has taken it.
-fn open_flow(
-    dp: &mut Datapath<NetlinkKernel, MonotonicClock>,
-    port: u32,
-    alg: &str,
-) -> SyntheticFlow {
-    let sid = dp
-        .create_flow(FlowInfo {
-            init_cwnd_bytes: 4 * MSS,
-            mss_bytes: MSS,
-            src_ip: 0xc000_0201,
-            src_port: port,
-            dst_ip: 0x0a00_0002,
-            dst_port: 443,
-            alg: Some(alg.to_string()),
-        })
-        .unwrap();
-    let idle = Primitives {
-        rtt_sample_us: 300,
-        snd_cwnd: 4 * MSS,
-        ..Primitives::default()
-    };
-    let start = Instant::now();
-    let cwnd = loop {
-        dp.poll();
-        let a = dp.invoke(sid, &idle).unwrap();
-        if a.control == Control::Agent {
-            break a.cwnd_bytes.unwrap();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "agent never took flow {sid} ({alg}) over netlink"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    };
-    SyntheticFlow {
-        sid,
-        mss_bytes: MSS,
-        cwnd_bytes: cwnd,
-        rtt_us: 300,
-        ack_gap: Duration::from_micros(100),
-        acks: 0,
-        agent_acks: 0,
-        fallback_acks: 0,
-    }
-}
-
 /// Starts `ccp-agent --ipc netlink` and connects its socket to a fresh emulated kernel.
 fn start_agent(tag: &str) -> (Agent, NetlinkKernel, PathBuf) {
     let dir = std::env::temp_dir().join(format!("ccp-agent-netlink-{}-{tag}", std::process::id()));
@@ -300,7 +244,7 @@ fn a_netlink_message_without_a_whole_header_does_not_kill_the_agent() {
         agent.log()
     );
     let mut dp = Datapath::new(demo_config(), kernel, MonotonicClock::new());
-    let mut flow = open_flow(&mut dp, 40_003, "reno");
+    let mut flow = open_flow_from(&mut dp, 40_003, Ipv4Addr::new(10, 0, 0, 2), Some("reno")).0;
     flow.run(&mut dp, 100).unwrap();
     assert!(flow.agent_acks >= 90);
     agent.signal(libc::SIGTERM);
@@ -354,8 +298,8 @@ fn ccp_agent_over_netlink_runs_flows_of_an_emulated_ccp_kernel() {
         dp.transport().send_raw(g).unwrap();
     }
 
-    let mut cubic = open_flow(&mut dp, 40_001, "cubic");
-    let mut reno = open_flow(&mut dp, 40_002, "reno");
+    let mut cubic = open_flow_from(&mut dp, 40_001, Ipv4Addr::new(10, 0, 0, 2), Some("cubic")).0;
+    let mut reno = open_flow_from(&mut dp, 40_002, Ipv4Addr::new(10, 0, 0, 2), Some("reno")).0;
     for flow in [&mut cubic, &mut reno] {
         let before = flow.cwnd_bytes;
         flow.run(&mut dp, 400).unwrap();

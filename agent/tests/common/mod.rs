@@ -160,3 +160,14 @@ impl Drop for Agent {
         }
     }
 }
+
+/// The `key=value` words of a log line whose values are numbers (the agent's counters).
+#[allow(dead_code)] // each test binary uses a part of `common`
+pub(crate) fn fields(line: &str) -> std::collections::BTreeMap<String, u64> {
+    line.split_whitespace()
+        .filter_map(|w| {
+            let (k, v) = w.split_once('=')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}

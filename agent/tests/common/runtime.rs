@@ -31,12 +31,22 @@ pub(crate) fn open_flow<T: Transport>(
     dst: Ipv4Addr,
     alg: Option<&str>,
 ) -> (SyntheticFlow, u32) {
+    open_flow_from(dp, 40_000, dst, alg)
+}
+
+/// [`open_flow`] from source port `src_port` (flows of one datapath told apart by port).
+pub(crate) fn open_flow_from<T: Transport>(
+    dp: &mut Datapath<T, MonotonicClock>,
+    src_port: u32,
+    dst: Ipv4Addr,
+    alg: Option<&str>,
+) -> (SyntheticFlow, u32) {
     let sid = dp
         .create_flow(FlowInfo {
             init_cwnd_bytes: DATAPATH_IW * MSS,
             mss_bytes: MSS,
             src_ip: u32::from(Ipv4Addr::new(192, 0, 2, 1)),
-            src_port: 40_000,
+            src_port,
             dst_ip: u32::from(dst),
             dst_port: 443,
             alg: alg.map(str::to_string),
