@@ -1,27 +1,32 @@
-//! One `onnx` policy decision (feature update + inference + argmax) over the 9-candidate
-//! example model. Needs ONNX Runtime (`make venv` or `ORT_DYLIB_PATH`); without it the bench
-//! prints why and measures nothing.
+//! One `onnx` policy decision (feature update + inference + argmax) over the example model
+//! (`selector/models/example-onnx`), on the candidates it was trained over. Needs ONNX Runtime
+//! (`make venv` or `ORT_DYLIB_PATH`); without it the bench prints why and measures nothing.
 
 #![allow(missing_docs)]
+
+mod common;
 
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
 
-use ccp_algorithms::Measurement;
-use ccp_datapath::stats::percentile;
+use ccp_selector::SelectionPolicy;
 use ccp_selector::onnx::{OnnxModel, OnnxPolicy};
-use ccp_selector::{Features, SelectionPolicy};
+use common::{features, report, sidecar_candidates, timed_pass};
 use criterion::{Criterion, criterion_group, criterion_main};
 
-const NAMES: [&str; 9] = [
-    "reno", "cubic", "bbr", "vegas", "westwood", "illinois", "copa", "c2tcp", "vivace",
-];
+/// One loss every three reports.
+const LOSS_EVERY_US: u64 = 150_000;
 
 fn decision(c: &mut Criterion) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/example-onnx/policy.onnx");
-    let model = match OnnxModel::load(&path, &NAMES) {
-        Ok(m) => Arc::new(m),
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/example-onnx");
+    let loaded = sidecar_candidates(&dir.join("policy.json")).and_then(|names| {
+        OnnxModel::load(&dir.join("policy.onnx"), &names)
+            .map(|m| (Arc::new(m), names))
+            .map_err(|e| e.to_string())
+    });
+    let (model, names) = match loaded {
+        Ok(m) => m,
         Err(e) => {
             eprintln!("skipping onnx decision bench: {e}");
             return;
@@ -31,54 +36,18 @@ fn decision(c: &mut Criterion) {
     let mut now_us = 0u64;
     // Criterion reports the mean; the tail needs per-decision times, so time 20,000 single
     // decisions too and print their median and p99.
-    let mut times_ns: Vec<u128> = (0..20_000)
-        .map(|_| {
-            now_us += 50_000;
-            let m = report(now_us);
-            let t = std::time::Instant::now();
-            black_box(policy.decide(&features(&m, now_us)));
-            t.elapsed().as_nanos()
-        })
-        .collect();
-    times_ns.sort_unstable();
-    let at = |per_mille| percentile(&times_ns, per_mille).unwrap_or(0) as f64 / 1e3;
-    println!(
-        "onnx decision, 9 candidates, {} samples: median {:.2} us, p99 {:.2} us, max {:.2} us",
-        times_ns.len(),
-        at(500),
-        at(990),
-        at(1000)
-    );
-    c.bench_function("onnx_decision_9_candidates", |b| {
+    let summary = timed_pass(20_000, 50_000, &mut now_us, |now| {
+        let m = report(now, LOSS_EVERY_US);
+        black_box(policy.decide(&features(&m, now, &names)));
+    });
+    println!("onnx decision, {} candidates, {summary}", names.len());
+    c.bench_function(&format!("onnx_decision_{}_candidates", names.len()), |b| {
         b.iter(|| {
             now_us += 50_000;
-            let m = report(now_us);
-            black_box(policy.decide(black_box(&features(&m, now_us))))
+            let m = report(now_us, LOSS_EVERY_US);
+            black_box(policy.decide(black_box(&features(&m, now_us, &names))))
         });
     });
-}
-
-fn report(now_us: u64) -> Measurement {
-    Measurement {
-        now_us,
-        acked_bytes: 60_000,
-        lost_pkts: u64::from(now_us.is_multiple_of(150_000)),
-        rtt_us: 50_000 + now_us % 7_000,
-        min_rtt_us: 50_000,
-        rate_incoming_bytes_per_sec: 1_200_000,
-        ..Measurement::default()
-    }
-}
-
-fn features(m: &Measurement, now_us: u64) -> Features<'_> {
-    Features {
-        measurement: m,
-        current: 1,
-        candidates: &NAMES,
-        now_us,
-        srtt_us: 50_000,
-        reports: now_us / 50_000,
-    }
 }
 
 criterion_group!(benches, decision);
