@@ -17,8 +17,9 @@
 //!   count whole Ethernet frames (14-byte header included, no preamble), like the kernel's
 //!   qdiscs, so one TCP flow's goodput tops out at 1448/1514 of the rate.
 //! - **Propagation delay and random loss**: the relay holds each frame for the one-way delay
-//!   of its direction (FIFO, so frames never reorder) and drops data-direction frames with
-//!   probability `loss` from a seeded generator ([`crate::sim::rng::Rng`]).
+//!   of its direction (FIFO, so frames never reorder) and drops data-carrying TCP segments of
+//!   the data direction with probability `loss` from a seeded generator
+//!   ([`crate::sim::rng::Rng`]), the simulator's stream: same seed, same dropped segments.
 //! - **A mahimahi trace** ([`Bandwidth::Trace`], parsed by [`crate::sim::Trace`]): instead of
 //!   `htb`, the relay drains its own drop-tail queue of `buffer_bytes` at the trace's delivery
 //!   opportunities, each worth [`TRACE_OPPORTUNITY_BYTES`] of IP packet, unused bytes wasted

@@ -1,8 +1,16 @@
 //! The relay: our link emulator in the router namespace. Two `AF_PACKET` sockets, one on each
 //! router interface, and a thread per direction that receives a frame on one, holds it for
 //! the direction's one-way delay in a FIFO, and sends it out of the other. The data direction
-//! drops frames at random (seeded) and, when replaying a mahimahi trace, drains its own
-//! drop-tail queue at the trace's delivery opportunities.
+//! drops TCP segments that carry data at random (seeded) and, when replaying a mahimahi trace,
+//! drains its own drop-tail queue at the trace's delivery opportunities.
+//!
+//! Random loss draws once per data-carrying TCP segment and never for anything else (SYN,
+//! pure ACK, FIN, ARP, neighbour discovery), exactly as the simulator's link draws once per
+//! data packet offered, from the same stream (`Rng::derive(seed, 1)`). With one flow, the
+//! k-th data segment sent (retransmissions count) is therefore dropped on the testbed iff it
+//! is dropped in the simulator with the same seed: the two sides see one loss pattern (common
+//! random numbers), so a comparison of a lossy cell measures the two TCPs and not two draws of
+//! the loss process, and a SYN lost at random no longer costs a run its 1 s SYN timeout.
 //!
 //! Frames sent on the receiver-side socket pass through that interface's qdisc (the `htb`
 //! shaper when the link has a constant rate). Both sockets ignore their own outgoing frames
@@ -73,7 +81,7 @@ pub struct DirectionStats {
     pub forwarded: u64,
     /// Bytes of those frames.
     pub bytes_forwarded: u64,
-    /// Frames dropped at random (`loss`).
+    /// Data-carrying TCP segments dropped at random (`loss`).
     pub random_drops: u64,
     /// Frames dropped because the relay's trace queue was full.
     pub queue_drops: u64,
@@ -359,7 +367,7 @@ fn forward(
                 bump(&c.oversized, 1);
                 continue;
             };
-            if rng.chance(params.loss) {
+            if params.loss > 0.0 && carries_tcp_data(frame) && rng.chance(params.loss) {
                 bump(&c.random_drops, 1);
                 continue;
             }
@@ -689,9 +697,112 @@ impl PacketSocket {
     }
 }
 
+/// `EtherType` of IPv4 and IPv6.
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// IP protocol number of TCP.
+const IPPROTO_TCP: u8 = 6;
+/// Fixed IPv6 header.
+const IPV6_HEADER_BYTES: usize = 40;
+
+/// Whether an Ethernet frame holds a TCP segment with at least one byte of payload (IPv4, or
+/// IPv6 with TCP as the first next header). Anything shorter than its headers claim, or not
+/// TCP, is not.
+fn carries_tcp_data(frame: &[u8]) -> bool {
+    let u16_at = |i: usize| -> Option<u16> {
+        Some(u16::from_be_bytes([*frame.get(i)?, *frame.get(i + 1)?]))
+    };
+    let ip = ETH_HEADER_BYTES;
+    let Some(ethertype) = u16_at(12) else {
+        return false;
+    };
+    // (TCP header offset, bytes from the TCP header to the IP packet's end)
+    let (tcp, tcp_and_payload) = match ethertype {
+        ETHERTYPE_IPV4 => {
+            let (Some(&vihl), Some(&proto), Some(total)) =
+                (frame.get(ip), frame.get(ip + 9), u16_at(ip + 2))
+            else {
+                return false;
+            };
+            let ihl = usize::from(vihl & 0x0f) * 4;
+            if vihl >> 4 != 4 || proto != IPPROTO_TCP || ihl < 20 {
+                return false;
+            }
+            (ip + ihl, usize::from(total).saturating_sub(ihl))
+        }
+        ETHERTYPE_IPV6 => {
+            let (Some(&next), Some(len)) = (frame.get(ip + 6), u16_at(ip + 4)) else {
+                return false;
+            };
+            if next != IPPROTO_TCP {
+                return false;
+            }
+            (ip + IPV6_HEADER_BYTES, usize::from(len))
+        }
+        _ => return false,
+    };
+    let Some(&off) = frame.get(tcp + 12) else {
+        return false;
+    };
+    let header = usize::from(off >> 4) * 4;
+    header >= 20 && tcp_and_payload > header
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An Ethernet frame with an IPv4 (`v6`: IPv6) TCP segment of `payload` bytes and a
+    /// TCP header of `tcp_header` bytes.
+    fn tcp_frame(v6: bool, tcp_header: usize, payload: usize) -> Vec<u8> {
+        let ip_header = if v6 { IPV6_HEADER_BYTES } else { 20 };
+        let mut f = vec![0u8; ETH_HEADER_BYTES + ip_header + tcp_header + payload];
+        let ip = ETH_HEADER_BYTES;
+        if v6 {
+            f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+            f[ip] = 0x60;
+            f[ip + 4..ip + 6].copy_from_slice(&((tcp_header + payload) as u16).to_be_bytes());
+            f[ip + 6] = IPPROTO_TCP;
+        } else {
+            f[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+            f[ip] = 0x45;
+            let total = (ip_header + tcp_header + payload) as u16;
+            f[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
+            f[ip + 9] = IPPROTO_TCP;
+        }
+        f[ip + ip_header + 12] = ((tcp_header / 4) as u8) << 4;
+        f
+    }
+
+    #[test]
+    fn random_loss_applies_to_data_segments_only() {
+        for v6 in [false, true] {
+            assert!(carries_tcp_data(&tcp_frame(v6, 20, 1448)), "v6={v6}");
+            assert!(carries_tcp_data(&tcp_frame(v6, 32, 1)), "v6={v6}");
+            // SYN (options, no payload) and a pure ACK with timestamps.
+            assert!(!carries_tcp_data(&tcp_frame(v6, 40, 0)), "v6={v6}");
+            assert!(!carries_tcp_data(&tcp_frame(v6, 32, 0)), "v6={v6}");
+        }
+        // Ethernet padding of a short frame is not payload: the IP length decides.
+        let mut padded = tcp_frame(false, 20, 0);
+        padded.resize(60, 0);
+        assert!(!carries_tcp_data(&padded));
+        // Not TCP: UDP, ARP, truncated frames.
+        let mut udp = tcp_frame(false, 20, 100);
+        udp[ETH_HEADER_BYTES + 9] = 17;
+        assert!(!carries_tcp_data(&udp));
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert!(!carries_tcp_data(&arp));
+        let data = tcp_frame(false, 20, 100);
+        for cut in [0, 13, 20, 40, 45] {
+            assert!(!carries_tcp_data(&data[..cut]), "cut at {cut}");
+        }
+        // A bogus IPv4 header length is refused, not misread.
+        let mut bad = tcp_frame(false, 20, 100);
+        bad[ETH_HEADER_BYTES] = 0x41;
+        assert!(!carries_tcp_data(&bad));
+    }
 
     fn frame(ip_bytes: usize) -> Vec<u8> {
         vec![0; ETH_HEADER_BYTES + ip_bytes]
