@@ -47,6 +47,16 @@ def test_training_on_ray_actors_is_the_training_in_process(cluster, tiny: pathli
     assert [c["mean_step_reward"] for c in on_ray.curve] == [c["mean_step_reward"] for c in local.curve]
 
 
+def test_imitation_targets_reach_the_learner_from_ray_actors(cluster, tiny: pathlib.Path) -> None:
+    # The learner asks the actors which condition each environment runs (the imitation term).
+    oracle = {"clean": "vegas", "lossy": "bbr"}
+    local = a2c.train(config(tiny, oracle=oracle))
+    on_ray = a2c.train(config(tiny, oracle=oracle, ray_workers=2))
+    for k in net.NAMES:
+        assert np.array_equal(on_ray.params[k], local.params[k]), k
+    assert on_ray.curve[-1]["oracle_agreement"] == local.curve[-1]["oracle_agreement"] is not None
+
+
 def test_a_killed_worker_is_restarted_and_the_run_finishes(
     cluster, tiny: pathlib.Path, tmp_path: pathlib.Path, monkeypatch
 ) -> None:

@@ -37,18 +37,24 @@ def best_per_condition(
 ) -> dict[str, str]:
     """The oracle: per condition, the candidate run alone with the highest flow reward
     (`reward` of `results.csv` rows with status `ok`; the mean over seeds)."""
+    return {c: max(r, key=r.__getitem__) for c, r in reward_table(rows, candidates).items()}
+
+
+def reward_table(
+    rows: Iterable[Mapping[str, Any]], candidates: Iterable[str]
+) -> dict[str, dict[str, float]]:
+    """Per condition, each candidate's mean flow reward over seeds (`results.csv` rows with
+    status `ok`)."""
     names = set(candidates)
     sums: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         if r.get("status") != "ok" or r.get("scheme") not in names:
             continue
         sums.setdefault((r["condition"], r["scheme"]), []).append(float(r["reward"]))
-    best: dict[str, tuple[float, str]] = {}
+    table: dict[str, dict[str, float]] = {}
     for (cond, scheme), v in sums.items():
-        mean = sum(v) / len(v)
-        if cond not in best or mean > best[cond][0]:
-            best[cond] = (mean, scheme)
-    return {c: s for c, (_, s) in best.items()}
+        table.setdefault(cond, {})[scheme] = sum(v) / len(v)
+    return table
 
 
 def _load_oracle(oracle: Mapping[str, str] | str | os.PathLike[str] | None, candidates):
@@ -167,11 +173,20 @@ class SelectEnv(_SimEnv):
             return self.candidates.index(initial)
         return int(initial)
 
+    def condition_id(self) -> str:
+        """The running episode's condition id ("" before the first reset)."""
+        return self.condition_ids[self.condition] if self.condition is not None else ""
+
+    def oracle_index(self) -> int:
+        """The oracle's candidate index for the running episode's condition (-1: unknown, or
+        no episode yet)."""
+        best = self.oracle.get(self.condition_id())
+        return self.candidates.index(best) if best in self.candidates else -1
+
     def _info(self, numbers) -> dict[str, Any]:
         info = super()._info(numbers)
         info["candidate_name"] = self.candidates[info["candidate"]]
-        best = self.oracle.get(info["condition"])
-        info["oracle"] = self.candidates.index(best) if best in self.candidates else -1
+        info["oracle"] = self.oracle_index()
         return info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--seed", type=int, default=d.seed)
     t.add_argument("--ray-workers", type=int, default=0, help="step the environments in N Ray actors (0: in process)")
     t.add_argument("--ray-address", default=None, help="Ray cluster address (default: a local cluster of N CPUs)")
+    t.add_argument("--oracle", default=None, help="results.csv of the candidates alone on --scenario: adds the imitation term")
+    t.add_argument("--imitation", type=float, default=d.imitation, help="imitation weight at the start")
+    t.add_argument("--imitation-end", type=float, default=d.imitation_end)
+    t.add_argument("--imitation-decay-iterations", type=int, default=None, help="default: --iterations")
+    t.add_argument("--oracle-temperature", type=float, default=None, help="soft labels: softmax((R - R_best) / T)")
     t.add_argument("--dnc-conditions", type=int, default=40, help="0: no DNC")
     t.add_argument("--dnc-episodes", type=int, default=2)
     r = sub.add_parser("dnc", help="retrain only the DNC of a trained model in --out (same seed, same data)")
@@ -135,6 +140,11 @@ def main(argv: list[str] | None = None) -> None:
         seed=a.seed,
         ray_workers=a.ray_workers,
         ray_address=a.ray_address,
+        oracle=a.oracle,
+        imitation=a.imitation,
+        imitation_end=a.imitation_end,
+        imitation_decay_iterations=a.imitation_decay_iterations,
+        oracle_temperature=a.oracle_temperature,
     )
 
     def log(point):

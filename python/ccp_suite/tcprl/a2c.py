@@ -16,6 +16,19 @@ The environments run in the learner's process or as Ray actors (`rollout.py`,
 Deviations, stated: Adam with learning rate 1e-3 instead of 1e-4 (short budgets), rewards
 scaled by `reward_scale` (0.1) so returns over a 30-step episode stay in single digits, and
 truncated backpropagation through time over each rollout.
+
+Optional, not in TCP-RL: an imitation term (`Config.oracle`). Given a `results.csv` of the
+candidates run alone on the training scenario, every step of an episode is also labelled with
+that condition's best single candidate (`gym.envs.best_per_condition`), and the loss gains
+`imitation` x the cross-entropy of the policy against the label, the weight decaying linearly
+from `imitation` to `imitation_end` over `imitation_decay_iterations`. With
+`oracle_temperature` T the label is soft: softmax((R_a - R_best) / T) over the candidates'
+mean rewards R_a (ln units), so near-ties share the mass instead of one of them taking it. The policy-gradient
+term alone finds the best *default* of the training grid and stays there (the entropy has
+decayed before the rarer per-path choices pay off in its noisy returns); the label says
+which choice pays per path from the first iteration, and the policy gradient still decides
+how to act on what the observation reveals (the label is the whole flow's best candidate; on
+the first step the observation cannot know it). Only training conditions are labelled.
 """
 
 from __future__ import annotations
@@ -58,12 +71,27 @@ class Config:
     # process; N > 0 splits them over N actors, on the cluster at `ray_address` or a local one.
     ray_workers: int = 0
     ray_address: str | None = None
+    # The imitation term (module docs): a `results.csv` of the candidates alone on `scenario`,
+    # or a mapping condition id -> candidate (None: no term); its weight at the start and the
+    # end, and the decay's length (None: `iterations`).
+    oracle: str | dict | None = None
+    imitation: float = 1.0
+    imitation_end: float = 0.0
+    imitation_decay_iterations: int | None = None
+    oracle_temperature: float | None = None
     extra: dict = field(default_factory=dict)
 
     def beta(self, it: int) -> float:
         span = self.beta_decay_iterations or self.iterations
         frac = min(1.0, it / max(1, span))
         return self.beta_start + (self.beta_end - self.beta_start) * frac
+
+    def imitation_weight(self, it: int) -> float:
+        if self.oracle is None:
+            return 0.0
+        span = self.imitation_decay_iterations or self.iterations
+        frac = min(1.0, it / max(1, span))
+        return self.imitation + (self.imitation_end - self.imitation) * frac
 
 
 def make_env(cfg: Config, **overrides):
@@ -78,9 +106,35 @@ def make_env(cfg: Config, **overrides):
         duration_s=cfg.duration_s,
         conditions=cfg.conditions,
         initial="random",
+        oracle=cfg.oracle,
     )
     kw.update(overrides)
     return SelectEnv(**kw)
+
+
+def oracle_targets(oracle, candidates: list[str], temperature: float | None) -> dict[str, np.ndarray]:
+    """Per condition id, the imitation target over `candidates`: a mapping condition id ->
+    candidate gives one-hot targets; a `results.csv` path gives the best candidate's one-hot
+    (`temperature` None) or softmax((R_a - R_best) / temperature) over the candidates' mean
+    rewards (candidates without a row get none of the mass)."""
+    A = len(candidates)
+    if isinstance(oracle, dict):
+        return {c: np.eye(A)[candidates.index(s)] for c, s in oracle.items() if s in candidates}
+    import csv
+
+    from ..gym.envs import reward_table
+
+    with open(oracle, newline="") as f:
+        table = reward_table(csv.DictReader(f), candidates)
+    out = {}
+    for cond, rewards in table.items():
+        r = np.array([rewards.get(c, -np.inf) for c in candidates])
+        if temperature is None:
+            out[cond] = np.eye(A)[int(np.argmax(r))]
+        else:
+            z = np.exp((r - r.max()) / temperature)
+            out[cond] = z / z.sum()
+    return out
 
 
 class EnvMaker:
@@ -143,7 +197,10 @@ def _train(cfg: Config, envs, rng, log) -> Result:
     h = np.zeros((B, H))
     c = np.zeros((B, H))
     fresh = np.ones(B)  # the next step starts an episode
-    curve, window_rewards = [], []
+    imitate = cfg.oracle is not None
+    targets_of = oracle_targets(cfg.oracle, candidates, cfg.oracle_temperature) if imitate else {}
+    no_target = np.zeros(A)
+    curve, window_rewards, window_agree = [], [], []
     env_steps = 0
     started = time.perf_counter()
     for it in range(cfg.iterations):
@@ -156,7 +213,10 @@ def _train(cfg: Config, envs, rng, log) -> Result:
         actions = np.zeros((T, B), dtype=np.int64)
         rewards = np.zeros((T, B))
         dones = np.zeros((T, B))
+        targets = np.zeros((T, B, A))
         for t in range(T):
+            if imitate:
+                targets[t] = [targets_of.get(c, no_target) for c in envs.condition_ids()]
             resets[t] = fresh
             keep = (1.0 - fresh)[:, None]
             h, c = h * keep, c * keep
@@ -181,6 +241,15 @@ def _train(cfg: Config, envs, rng, log) -> Result:
         loss, dl, dv, ent = net.a2c_loss_grads(
             logits, values, actions, returns, beta, cfg.value_coef, cfg.normalize_advantages
         )
+        w = cfg.imitation_weight(it)
+        if imitate:
+            il, dli, n_targeted = net.imitation_loss_grads(logits, targets)
+            dl = dl + w * dli
+            loss += w * il
+            if n_targeted:
+                mask = targets.sum(-1) > 0
+                agree = logits.argmax(-1) == targets.argmax(-1)
+                window_agree.append(float(agree[mask].mean()))
         grads = net.backward(p, tr, dl, dv, resets)
         norm = opt.update(p, grads)
         window_rewards.append(rewards.mean())
@@ -195,7 +264,10 @@ def _train(cfg: Config, envs, rng, log) -> Result:
                 "loss": float(loss),
                 "grad_norm": norm,
             }
-            window_rewards = []
+            if imitate:
+                point["imitation_weight"] = w
+                point["oracle_agreement"] = float(np.mean(window_agree)) if window_agree else None
+            window_rewards, window_agree = [], []
             curve.append(point)
             if log:
                 log(point)

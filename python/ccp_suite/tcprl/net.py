@@ -190,6 +190,24 @@ def a2c_loss_grads(logits, values, actions, returns, beta: float, value_coef: fl
     return loss, dlogits, dvalues, ent.mean()
 
 
+def imitation_loss_grads(logits, targets):
+    """The cross-entropy of the policy against target distributions over [T, B] steps and
+    its derivative by the logits.
+
+    `targets` [T, B, A]: each step's distribution over the candidates (a one-hot label, or a
+    soft one), or all zeros where no target is known (that step contributes nothing).
+    loss = mean over the targeted steps of -sum(target x log pi). Returns (loss, dlogits,
+    targeted steps)."""
+    mass = targets.sum(-1)
+    n = int((mass > 0).sum())
+    if n == 0:
+        return 0.0, np.zeros_like(logits), 0
+    pi = softmax(logits)
+    loss = float(-(np.log(pi + 1e-12) * targets).sum() / n)
+    dlogits = (pi * mass[..., None] - targets) / n
+    return loss, dlogits, n
+
+
 class Adam:
     """Adam (Kingma & Ba) with global-norm gradient clipping."""
 

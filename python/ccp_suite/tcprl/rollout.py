@@ -48,6 +48,10 @@ class LocalEnvs:
     def reset(self, seeds: list[int]) -> np.ndarray:
         return np.stack([e.reset(seed=s)[0] for e, s in zip(self.envs, seeds, strict=True)]).astype(np.float64)
 
+    def condition_ids(self) -> list[str]:
+        """Each environment's running condition (`SelectEnv.condition_id`)."""
+        return [e.condition_id() for e in self.envs]
+
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Observations after the step (after a reset where an episode ended), rewards, and 1.0
         where an episode ended."""
@@ -81,6 +85,9 @@ class EnvGroup:
     def reset(self, seeds: list[int]) -> np.ndarray:
         self.lost = False
         return self.local.reset(seeds)
+
+    def condition_ids(self) -> list[str]:
+        return self.local.condition_ids()
 
     def step(self, actions: np.ndarray):
         """As `LocalEnvs.step`, plus whether this step found the group restarted."""
@@ -140,6 +147,14 @@ class RayEnvs:
         )
         self.restarts += sum(1 for p in parts if p[3])
         return self._gather([p[0] for p in parts]), self._gather([p[1] for p in parts]), self._gather([p[2] for p in parts])
+
+    def condition_ids(self) -> list[str]:
+        parts = self._ray.get([a.condition_ids.remote() for a in self.actors])
+        out = [""] * self.n
+        for g, p in zip(self.groups, parts, strict=True):
+            for i, c in zip(g, p, strict=True):
+                out[i] = c
+        return out
 
     def _gather(self, parts: list[np.ndarray]) -> np.ndarray:
         """Puts the groups' rows back in environment order."""
