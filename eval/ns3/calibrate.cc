@@ -21,9 +21,10 @@
 // - Loss: an error model on the router's access interface drops data-direction packets before
 //   they reach the bottleneck queue, as the testbed's relay drops frames before the router's
 //   qdisc; the ACK direction is never dropped. By default it is the testbed's own draw: one
-//   `chance(loss)` per frame from the relay's generator (xoshiro256++ seeded by SplitMix64,
-//   `Rng::derive(seed, 1)` of datapath/src/sim/rng.rs, reproduced below), so seed N drops
-//   the same frame indices (SYN and handshake ACK included) as the kernel run and the
+//   `chance(loss)` per TCP segment that carries data, from the relay's generator (xoshiro256++
+//   seeded by SplitMix64, `Rng::derive(seed, 1)` of datapath/src/sim/rng.rs, reproduced
+//   below); the SYN and pure ACKs are never dropped and take no draw. So seed N drops the
+//   same data segments (the k-th sent, retransmissions included) as the kernel run and the
 //   simulator with seed N. `--rateErrorModel` uses ns-3's RateErrorModel (per packet, ns-3's
 //   own random stream) instead.
 // - TCP: Linux's defaults where ns-3 has them: MSS 1448, initial window 10, SACK, window
@@ -53,6 +54,7 @@
 #include "ns3/internet-module.h"
 #include "ns3/network-module.h"
 #include "ns3/point-to-point-module.h"
+#include "ns3/ppp-header.h"
 #include "ns3/traffic-control-module.h"
 
 #include <algorithm>
@@ -128,7 +130,8 @@ class Rng
 namespace ns3
 {
 
-// The testbed relay's random loss as an ns-3 error model: one draw per packet.
+// The testbed relay's random loss as an ns-3 error model: one draw per data-carrying TCP
+// segment (the packet still has its PPP header where the device's receive error model sees it).
 class TestbedLoss : public ErrorModel
 {
   public:
@@ -148,9 +151,23 @@ class TestbedLoss : public ErrorModel
     }
 
   private:
-    bool DoCorrupt(Ptr<Packet>) override
+    bool DoCorrupt(Ptr<Packet> p) override
     {
-        return m_rng.Chance(m_loss);
+        return m_loss > 0.0 && CarriesData(p) && m_rng.Chance(m_loss);
+    }
+
+    static bool CarriesData(Ptr<Packet> p)
+    {
+        Ptr<Packet> q = p->Copy();
+        PppHeader ppp;
+        Ipv4Header ip;
+        TcpHeader tcp;
+        if (q->RemoveHeader(ppp) == 0 || ppp.GetProtocol() != 0x0021 || q->RemoveHeader(ip) == 0 ||
+            ip.GetProtocol() != 6 || q->PeekHeader(tcp) == 0)
+        {
+            return false;
+        }
+        return ip.GetPayloadSize() > tcp.GetSerializedSize();
     }
 
     void DoReset() override
