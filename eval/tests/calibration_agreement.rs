@@ -1,0 +1,62 @@
+//! The simulator against the kernel runs it is calibrated on (`eval/kernel-runs/`,
+//! `docs/calibration.md` "third pass"): `calibrate-tcp` through the simulator, compared cell by
+//! cell with the kernel's rows by `ccp-eval agree`'s rule (utilization within 5 %, p95 srtt
+//! within 10 %, means over seeds 1 and 2). The simulator is deterministic, so the counts are
+//! exact: a change to the simulator or to the algorithms that takes a cell out of bounds fails
+//! here, with the cells that miss.
+
+// Test helpers outside #[test] functions may fail loudly too.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::Path;
+
+use ccp_eval::agree;
+use ccp_eval::runner::{self, RunOptions};
+use ccp_eval::scenario::Scenario;
+
+fn manifest() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn the_simulator_stays_within_bounds_of_the_kernel_in_72_of_80_cells() {
+    let s = Scenario::load(&manifest().join("scenarios/calibrate-tcp.toml"))
+        .expect("calibrate-tcp.toml");
+    let opts = RunOptions {
+        jobs: 2,
+        ..RunOptions::default()
+    };
+    let plan = runner::plan(&s, &opts).unwrap();
+    assert_eq!(plan.len(), 160, "16 conditions x 5 schemes x 2 seeds");
+    let out = runner::run(&s, &plan, &opts);
+    assert_eq!(out.failed, 0);
+    let kernel = agree::read_dirs(&[
+        manifest().join("kernel-runs/ctcp-kernel-s1"),
+        manifest().join("kernel-runs/ctcp-kernel-s2"),
+    ])
+    .expect("the kernel runs' results.csv");
+    let cells = agree::cells(&out.rows, &kernel);
+    assert_eq!(cells.len(), 80, "every cell has both sides");
+    let both = |c: &&agree::Cell| c.util_ok() && c.rtt_ok();
+    let lossy = cells.iter().filter(|c| c.loss > 0.0).filter(both).count();
+    let clean = cells.iter().filter(|c| c.loss == 0.0).filter(both).count();
+    let misses: Vec<String> = cells
+        .iter()
+        .filter(|c| !both(c))
+        .map(|c| {
+            format!(
+                "{} {}: utilization {:+.1} %, p95 srtt {:+.1} %",
+                c.condition,
+                c.scheme,
+                100.0 * c.util_gap(),
+                100.0 * c.rtt_gap()
+            )
+        })
+        .collect();
+    // docs/calibration.md, third pass: 36 loss-free and 36 lossy cells within both bounds.
+    assert!(
+        clean >= 36 && lossy >= 36,
+        "within both bounds: {clean}/40 loss-free, {lossy}/40 lossy; misses:\n{}",
+        misses.join("\n")
+    );
+}
