@@ -10,8 +10,8 @@ mod aimd;
 use aimd::Aimd;
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
-    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation, Trace,
-    WIRE_OVERHEAD_BYTES,
+    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimError, SimResult,
+    Simulation, Trace, WIRE_OVERHEAD_BYTES,
 };
 
 const MS: u64 = 1_000_000;
@@ -50,6 +50,19 @@ fn jain(xs: &[f64]) -> f64 {
     let s: f64 = xs.iter().sum();
     let s2: f64 = xs.iter().map(|x| x * x).sum();
     s * s / (xs.len() as f64 * s2)
+}
+
+#[test]
+fn a_kernel_only_scheme_is_refused_with_its_name() {
+    let flow = FlowSpec::bulk(Scheme::Kernel { cca: "bbr".into() }, 20 * MS);
+    let err = Simulation::new(config(10_000_000, 10_000_000, 0.0, vec![flow], 1), None)
+        .err()
+        .expect("the simulator has no kernel BBR");
+    assert!(
+        matches!(&err, SimError::KernelOnly(c) if c == "bbr"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("kernel datapath"), "{err}");
 }
 
 #[test]

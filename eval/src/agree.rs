@@ -123,6 +123,32 @@ pub fn cells(sim: &[FlowRow], kernel: &[FlowRow]) -> Vec<Cell> {
         .collect()
 }
 
+/// Pairs a kernel scheme with a simulator scheme of another name (the kernel's own BBR,
+/// `native-bbr`, has no built-in twin in the simulator; its pair is our CCP `bbr`): the
+/// simulator's `sim_scheme` rows are added again under `kernel_scheme`, so the cell of
+/// `kernel_scheme` compares the two.
+pub fn pair(sim: &mut Vec<FlowRow>, kernel_scheme: &str, sim_scheme: &str) {
+    let copies: Vec<FlowRow> = sim
+        .iter()
+        .filter(|r| r.scheme == sim_scheme)
+        .map(|r| FlowRow {
+            scheme: kernel_scheme.to_string(),
+            ..r.clone()
+        })
+        .collect();
+    sim.extend(copies);
+}
+
+/// Parses `KERNEL=SIM` (the `--pair` of `ccp-eval agree`).
+pub fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        }
+        _ => Err(format!("--pair wants KERNEL_SCHEME=SIM_SCHEME, got {s:?}")),
+    }
+}
+
 /// Reads `results.csv` of every directory.
 pub fn read_dirs(dirs: &[PathBuf]) -> Result<Vec<FlowRow>, ResultsError> {
     let mut rows = Vec::new();
@@ -214,6 +240,28 @@ pub fn markdown(cells: &[Cell]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pair_compares_a_kernel_scheme_with_a_simulator_scheme_of_another_name() {
+        let mut sim = vec![row("c", "bbr", 0.0, 0.90, 30.0, 30.0)];
+        let kernel = vec![
+            row("c", "native-bbr", 0.0, 0.93, 31.0, 31.0),
+            row("c", "bbr", 0.0, 0.91, 30.0, 30.0),
+        ];
+        assert_eq!(cells(&sim, &kernel).len(), 1);
+        pair(&mut sim, "native-bbr", "bbr");
+        let c = cells(&sim, &kernel);
+        assert_eq!(c.len(), 2);
+        let native = c.iter().find(|c| c.scheme == "native-bbr").unwrap();
+        assert!((native.sim.utilization - 0.90).abs() < 1e-12);
+        assert!((native.kernel.utilization - 0.93).abs() < 1e-12);
+        assert_eq!(
+            parse_pair("native-bbr=bbr"),
+            Ok(("native-bbr".into(), "bbr".into()))
+        );
+        assert!(parse_pair("bbr").is_err());
+        assert!(parse_pair("=bbr").is_err());
+    }
 
     fn row(cond: &str, scheme: &str, loss: f64, util: f64, srtt: f64, rtt: f64) -> FlowRow {
         FlowRow {

@@ -19,7 +19,7 @@ fn manifest() -> &'static Path {
 }
 
 #[test]
-fn the_simulator_stays_within_bounds_of_the_kernel_in_72_of_80_cells() {
+fn the_simulator_stays_within_bounds_of_the_kernel_in_72_of_80_cells_and_10_of_16_of_its_bbr() {
     let s = Scenario::load(&manifest().join("scenarios/calibrate-tcp.toml"))
         .expect("calibrate-tcp.toml");
     let opts = RunOptions {
@@ -59,4 +59,40 @@ fn the_simulator_stays_within_bounds_of_the_kernel_in_72_of_80_cells() {
         "within both bounds: {clean}/40 loss-free, {lossy}/40 lossy; misses:\n{}",
         misses.join("\n")
     );
+
+    // The kernel's own BBR (`native-bbr`, tcp_bbr) against our CCP BBR in the simulator
+    // (docs/calibration.md, "the kernel's own BBR").
+    let native = agree::read_dirs(&[
+        manifest().join("kernel-runs/ctcp-kbbr-s1"),
+        manifest().join("kernel-runs/ctcp-kbbr-s2"),
+    ])
+    .expect("the kernel BBR runs' results.csv");
+    let mut sim = out.rows.clone();
+    agree::pair(&mut sim, "native-bbr", "bbr");
+    let cells: Vec<agree::Cell> = agree::cells(&sim, &native)
+        .into_iter()
+        .filter(|c| c.scheme == "native-bbr")
+        .collect();
+    assert_eq!(cells.len(), 16, "every native-bbr cell has both sides");
+    let within = cells.iter().filter(both).count();
+    let misses: Vec<String> = cells
+        .iter()
+        .filter(|c| !both(c))
+        .map(|c| {
+            format!(
+                "{}: utilization {:+.1} %, p95 srtt {:+.1} %",
+                c.condition,
+                100.0 * c.util_gap(),
+                100.0 * c.rtt_gap()
+            )
+        })
+        .collect();
+    assert!(
+        within >= NATIVE_BBR_WITHIN,
+        "native-bbr within both bounds: {within}/16; misses:\n{}",
+        misses.join("\n")
+    );
 }
+
+/// Cells of the kernel's own BBR within both bounds of our CCP BBR in the simulator.
+const NATIVE_BBR_WITHIN: usize = 10;

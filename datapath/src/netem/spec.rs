@@ -27,6 +27,12 @@ pub enum Scheme {
     Reno,
     /// Built-in Linux-like Cubic with no agent ([`crate::sim::cubic`]; on the kernel, its own `cubic`).
     Cubic,
+    /// The kernel's own congestion control of this name (e.g. `bbr`): the testbed only. The
+    /// simulator has no model of it and refuses such a flow ([`crate::sim::SimError::KernelOnly`]).
+    Kernel {
+        /// The kernel's name for it (`net.ipv4.tcp_available_congestion_control`).
+        cca: String,
+    },
     /// A constant window, bytes.
     Fixed {
         /// Window, bytes.

@@ -142,6 +142,9 @@ pub enum SimError {
     /// The datapath runtime refused an operation.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// A flow runs a kernel-only scheme, which the simulator has no model of.
+    #[error("the simulator has no model of the kernel's `{0}`: run it on the kernel datapath")]
+    KernelOnly(String),
 }
 
 /// The datapath runtime's transport inside the simulator.
@@ -293,6 +296,7 @@ fn trace_file(cfg: &SimConfig) -> Option<Box<dyn std::io::Write + Send>> {
         Scheme::Ccp { alg } => alg.clone(),
         Scheme::Reno => "native-reno".into(),
         Scheme::Cubic => "native-cubic".into(),
+        Scheme::Kernel { cca } => format!("native-{cca}"),
         Scheme::Fixed { .. } => "fixed".into(),
     });
     let owd_ms = first.map_or(0, |f| f.one_way_delay_ns / 1_000_000);
@@ -323,6 +327,12 @@ impl Simulation {
                 .position(|f| matches!(f.scheme, Scheme::Ccp { .. }))
         {
             return Err(SimError::NoAgent(i));
+        }
+        if let Some(cca) = cfg.flows.iter().find_map(|f| match &f.scheme {
+            Scheme::Kernel { cca } => Some(cca.clone()),
+            _ => None,
+        }) {
+            return Err(SimError::KernelOnly(cca));
         }
         let transport = match agent {
             Some(_) => SimTransport::Outbox(VecDeque::new()),
@@ -578,6 +588,7 @@ impl Simulation {
                 self.flows[f].sender.cwnd_bytes = *cwnd_bytes;
                 Control::Fixed
             }
+            Scheme::Kernel { cca } => return Err(SimError::KernelOnly(cca.clone())),
         };
         self.flows[f].control = control;
         self.flows[f].started = true;

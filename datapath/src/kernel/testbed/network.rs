@@ -152,6 +152,7 @@ fn kernel_cca(scheme: &Scheme) -> Result<(String, Option<String>), KernelNetwork
     match scheme {
         Scheme::Reno => Ok(("reno".into(), None)),
         Scheme::Cubic => Ok(("cubic".into(), None)),
+        Scheme::Kernel { cca } => Ok((cca.clone(), None)),
         Scheme::Ccp { alg } => Ok((CCA_NAME.into(), Some(alg.clone()))),
         Scheme::Fixed { .. } => Err(KernelNetworkError::Unsupported(
             "a fixed window has no kernel congestion control".into(),
@@ -430,6 +431,11 @@ mod tests {
         on_off.on_off_ns = Some((1, 1));
         assert!(plan_flows(&[on_off], d).is_err());
         assert!(plan_flows(&[flow(Scheme::Fixed { cwnd_bytes: 1 }, 10)], d).is_err());
+        // The kernel's own algorithms by name, with no agent.
+        assert_eq!(
+            kernel_cca(&Scheme::Kernel { cca: "bbr".into() }).ok(),
+            Some(("bbr".into(), None))
+        );
         let mut late = flow(Scheme::Reno, 10);
         late.start_ns = d.as_nanos() as u64;
         assert!(plan_flows(&[late], d).is_err());
