@@ -68,7 +68,16 @@ $(MODELS) &: eval/models.version $(LPTCP_MODEL)
 	$(EVAL) train antelope results/antelope-train --out eval/models/antelope
 	$(EVAL) train outcome results/antelope-train --per-mode --out eval/models/outcome
 
-models: deps $(LPTCP_MODEL) $(MODELS)
+# The probe policy's models (`selector-probe`, docs/selector.md): counterfactual runs (every flow
+# probed on its mode's start candidate, then switched to each candidate in turn) on both training
+# scenarios, each mode's start chosen on `selection-train` (the benchmark's classes); about 4 min.
+PROBE_MODEL := eval/models/probe/manifest.json
+$(PROBE_MODEL): eval/models.version $(LPTCP_MODEL) eval/scenarios/antelope-train.toml eval/scenarios/selection-train.toml
+	$(EVAL) gen-data selection-train --kind probe --out results/probe-selection-train
+	$(EVAL) gen-data antelope-train --kind probe --starts results/probe-selection-train --out results/probe-antelope-train
+	$(EVAL) train probe results/probe-selection-train results/probe-antelope-train --out eval/models/probe
+
+models: deps $(LPTCP_MODEL) $(MODELS) $(PROBE_MODEL)
 
 
 # The Python package `ccp_suite` (python/, PyO3): maturin builds it into an abi3 wheel, installed

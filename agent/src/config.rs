@@ -113,6 +113,14 @@ impl Preferences {
     }
 }
 
+impl FromIterator<(u16, Preference)> for Preferences {
+    fn from_iter<T: IntoIterator<Item = (u16, Preference)>>(iter: T) -> Self {
+        Self {
+            by_port: iter.into_iter().collect(),
+        }
+    }
+}
+
 /// How the datapath encodes IPv4 addresses in CREATE's `u32` fields (read little-endian by
 /// portus).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! its model from [`PolicyContext::models`] here, once per (re)load, so a bad model is an error
 //! at load time (and a reload keeps the previous policy), never at flow creation.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ pub const KNOWN: &[&str] = &[
     "rein",
     "antelope",
     "outcome",
+    "probe",
     "onnx",
     "tcprl",
 ];
@@ -76,6 +78,7 @@ pub fn build(spec: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Polic
         ("rein", None) => rein(ctx),
         ("antelope", None) => learned(OBJECTIVE_ANTELOPE, ctx),
         ("outcome", None) => learned(OBJECTIVE_OUTCOME, ctx),
+        ("probe", None) => probe(ctx),
         ("onnx", None) => onnx(ctx),
         ("tcprl", None) => tcprl(ctx),
         _ => Err(PolicyError::Unknown {
@@ -154,20 +157,8 @@ fn learned(objective: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Po
             models.objective
         )));
     }
-    let preferences = ctx
-        .preferences
-        .iter()
-        .map(|(port, p)| {
-            let mode = match p {
-                Preference::Default => Mode::Default,
-                Preference::Delay => Mode::Delay,
-                Preference::Throughput => Mode::Throughput,
-            };
-            (u32::from(port), mode)
-        })
-        .collect();
     let config = AntelopeConfig {
-        preferences,
+        preferences: modes(ctx.preferences),
         ..AntelopeConfig::for_objective(objective)
     };
     let Some(online) = ctx.online.filter(|_| objective == OBJECTIVE_ANTELOPE) else {
@@ -198,6 +189,48 @@ fn learned(objective: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, Po
     Ok(Arc::new(move |flow: &FlowContext<'_>| {
         // The factory owns the learner: replacing the policy stops it.
         let _alive: &Arc<OnlineLearner> = &learner;
+        Box::new(shared.policy(flow)) as Box<dyn SelectionPolicy>
+    }))
+}
+
+/// `[preferences]` as the policies take them: destination port -> preference mode.
+fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
+    preferences
+        .iter()
+        .map(|(port, p)| {
+            let mode = match p {
+                Preference::Default => Mode::Default,
+                Preference::Delay => Mode::Delay,
+                Preference::Throughput => Mode::Throughput,
+            };
+            (u32::from(port), mode)
+        })
+        .collect()
+}
+
+/// `probe`: the probe policy's models in `<selector.models>/probe/` (`ccp-eval train probe`),
+/// with the `[preferences]` port modes and the default margin. A flow asks for its one switch
+/// on the report that ends its probe: configure `selector.hysteresis` with one agreeing
+/// decision and no dwell to deploy it as evaluated (the loss hold may stay).
+fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
+    use ccp_selector::probe::{DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels};
+    let model_err = |message: String| PolicyError::Model {
+        policy: "probe".to_string(),
+        message,
+    };
+    let dir = ctx
+        .models
+        .ok_or_else(|| model_err("selector.models is not set".into()))?
+        .join("probe");
+    let models = ProbeModels::load(&dir).map_err(|e| model_err(e.to_string()))?;
+    let shared = Probe::new(
+        ProbeChoice::Predict {
+            models: Arc::new(models),
+            margin: DEFAULT_MARGIN,
+        },
+        modes(ctx.preferences),
+    );
+    Ok(Arc::new(move |flow: &FlowContext<'_>| {
         Box::new(shared.policy(flow)) as Box<dyn SelectionPolicy>
     }))
 }
@@ -368,6 +401,43 @@ mod tests {
         std::fs::rename(dir.join("antelope"), dir.join("outcome")).unwrap();
         let e = build("outcome", &c).err().unwrap();
         assert!(e.to_string().contains("models predict `antelope`"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_probe_policy_loads_its_models_and_starts_flows_on_its_start() {
+        use ccp_selector::probe::{N_FEATURES, ProbeModels, ProbeSample, ProbeWindow};
+        use std::collections::BTreeMap;
+        let prefs: Preferences = [(5001, Preference::Delay)].into_iter().collect();
+        let dir = std::env::temp_dir().join(format!("ccp-agent-probe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut c = ctx(algs(), &prefs);
+        c.models = Some(&dir);
+        let e = build("probe", &c).err().unwrap();
+        assert!(e.to_string().contains("manifest.json"), "{e}");
+        let samples: Vec<ProbeSample> = (0..40)
+            .map(|i| ProbeSample {
+                mode: Mode::Default,
+                target: "cubic".into(),
+                features: [f64::from(i); N_FEATURES],
+                gain: f64::from(i % 3) - 1.0,
+            })
+            .collect();
+        let starts = BTreeMap::from([
+            (Mode::Default, "bbr".to_string()),
+            (Mode::Delay, "vegas".to_string()),
+        ]);
+        ProbeModels::train(&samples, ProbeWindow::default(), starts)
+            .unwrap()
+            .save(&dir.join("probe"))
+            .unwrap();
+        let f = build("probe", &c).unwrap();
+        let p = f(&FlowContext::for_candidates(algs()));
+        assert_eq!(p.name(), "probe");
+        assert_eq!(algs()[p.initial()], "bbr");
+        let mut delay = FlowContext::for_candidates(algs());
+        delay.dst_port = 5001;
+        assert_eq!(algs()[f(&delay).initial()], "vegas");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

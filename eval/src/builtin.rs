@@ -36,6 +36,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "selection-train",
         include_str!("../scenarios/selection-train.toml"),
     ),
+    (
+        "selection-kernel",
+        include_str!("../scenarios/selection-kernel.toml"),
+    ),
     ("lptcp-train", include_str!("../scenarios/lptcp-train.toml")),
     ("arc-train", include_str!("../scenarios/arc-train.toml")),
     ("arc-paper", include_str!("../scenarios/arc-paper.toml")),

@@ -105,6 +105,10 @@ enum Command {
         /// Result directories of the kernel run (e.g. one per seed).
         #[arg(long, num_args = 1.., required = true)]
         kernel: Vec<PathBuf>,
+        /// `KERNEL=SIM`: compare the kernel's scheme KERNEL with the simulator's SIM (e.g.
+        /// `native-bbr=bbr`: the kernel's own BBR against our CCP BBR); repeatable.
+        #[arg(long = "pair")]
+        pairs: Vec<String>,
         /// Also write the table to this file.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -122,16 +126,28 @@ enum Command {
         /// Worker threads (default: one per core).
         #[arg(long, default_value_t = 0)]
         jobs: usize,
-        /// What the data is for: `selector` (the selection policies' samples) or `lptcp`
-        /// (LP-TCP's loss-labelled `NewReno` reports, lptcp.csv).
+        /// What the data is for: `selector` (the selection policies' samples), `probe` (the
+        /// probe policy's counterfactual runs, probe.csv) or `lptcp` (LP-TCP's loss-labelled
+        /// `NewReno` reports, lptcp.csv).
         #[arg(long, default_value = "selector")]
         kind: String,
+        /// `probe`: take the start candidates from an earlier `gen-data --kind probe` (its
+        /// directory or probe.json) instead of this scenario's best mean candidates.
+        #[arg(long)]
+        starts: Option<PathBuf>,
+        /// `probe`: the probe window's shortest time, ms (default 1500; with `--starts`, that
+        /// data's window).
+        #[arg(long)]
+        probe_ms: Option<u64>,
+        /// `probe`: the probe window's shortest span in minimum RTTs (default 10).
+        #[arg(long)]
+        probe_rtts: Option<u32>,
     },
-    /// Train models: `train antelope|outcome DIR... --out eval/models/<policy>` (selection
+    /// Train models: `train antelope|outcome|probe DIR... --out eval/models/<policy>` (selection
     /// policies; several directories: their samples together) or `train lptcp DIR --out
     /// eval/models/lptcp` (LP-TCP's random forest).
     Train {
-        /// What to train (`antelope`, `outcome` or `lptcp`).
+        /// What to train (`antelope`, `outcome`, `probe` or `lptcp`).
         policy: String,
         /// Directories (or files) with the samples from `gen-data` (`lptcp`: one).
         #[arg(required = true, num_args = 1..)]
@@ -227,24 +243,57 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             }
         }
         Command::Report { dirs, out } => report_cmd(&dirs, out),
-        Command::Agree { sim, kernel, out } => agree(&sim, &kernel, out.as_deref()),
+        Command::Agree {
+            sim,
+            kernel,
+            pairs,
+            out,
+        } => agree(&sim, &kernel, &pairs, out.as_deref()),
         Command::Demo => demo(),
         Command::GenData {
             scenario,
             out,
             jobs,
             kind,
-        } => gen_data(&scenario, &out, jobs, &kind),
-        Command::Train {
-            policy,
-            data,
-            out,
-            scenario,
-            trees,
-            max_depth,
-            jobs,
-            ..
-        } if policy == "lptcp" => {
+            starts,
+            probe_ms,
+            probe_rtts,
+        } => {
+            let probe = ProbeArgs {
+                starts,
+                min_ms: probe_ms,
+                rtts: probe_rtts,
+            };
+            gen_data(&scenario, &out, jobs, &kind, &probe)
+        }
+        cmd @ Command::Train { .. } => train_cmd(cmd),
+    }
+}
+
+/// `train`: LP-TCP's forest, the probe policy's models, or Antelope's and outcome's.
+fn train_cmd(cmd: Command) -> ExitCode {
+    let Command::Train {
+        policy,
+        data,
+        out,
+        per_mode,
+        scenario,
+        trees,
+        max_depth,
+        jobs,
+    } = cmd
+    else {
+        return fail(2, "not a train command");
+    };
+    let done = |r: Result<String, String>| match r {
+        Ok(summary) => {
+            println!("{summary}; written to {}", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(2, &e),
+    };
+    match policy.as_str() {
+        "lptcp" => {
             let [data] = data.as_slice() else {
                 return fail(2, "train lptcp: one data directory");
             };
@@ -256,19 +305,8 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             };
             train_lptcp(data, &out, scenario, opts)
         }
-        Command::Train {
-            policy,
-            data,
-            out,
-            per_mode,
-            ..
-        } => match training::train(&policy, &data, &out, per_mode) {
-            Ok(summary) => {
-                println!("{summary}; written to {}", out.display());
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(2, &e),
-        },
+        "probe" => done(crate::probe::train(&data, &out)),
+        _ => done(training::train(&policy, &data, &out, per_mode)),
     }
 }
 
@@ -284,16 +322,23 @@ fn report_cmd(dirs: &[PathBuf], out: Option<PathBuf>) -> ExitCode {
     }
 }
 
-/// `gen-data`: the selectors' samples, or LP-TCP's with `--kind lptcp`.
-fn gen_data(name: &str, out: &Path, jobs: usize, kind: &str) -> ExitCode {
+/// `gen-data`: the selectors' samples, the probe policy's with `--kind probe`, or LP-TCP's
+/// with `--kind lptcp`.
+fn gen_data(name: &str, out: &Path, jobs: usize, kind: &str, probe: &ProbeArgs) -> ExitCode {
     let scenario = match load_scenario(name) {
         Ok(s) => s,
         Err(e) => return fail(2, &e),
     };
     match kind {
         "selector" => {}
+        "probe" => return gen_data_probe(&scenario, out, jobs, probe),
         "lptcp" => return gen_data_lptcp(&scenario, name, out, jobs),
-        other => return fail(2, &format!("unknown --kind `{other}` (selector, lptcp)")),
+        other => {
+            return fail(
+                2,
+                &format!("unknown --kind `{other}` (selector, probe, lptcp)"),
+            );
+        }
     }
     match training::gen_data(&scenario, out, jobs) {
         Ok(g) => {
@@ -303,6 +348,52 @@ fn gen_data(name: &str, out: &Path, jobs: usize, kind: &str) -> ExitCode {
                 g.outcome,
                 g.windows,
                 out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(1, &e),
+    }
+}
+
+/// `gen-data --kind probe`'s own arguments.
+struct ProbeArgs {
+    starts: Option<PathBuf>,
+    min_ms: Option<u64>,
+    rtts: Option<u32>,
+}
+
+/// `gen-data --kind probe`.
+fn gen_data_probe(scenario: &Scenario, out: &Path, jobs: usize, args: &ProbeArgs) -> ExitCode {
+    let (mut window, starts) = match args
+        .starts
+        .as_deref()
+        .map(crate::probe::read_meta)
+        .transpose()
+    {
+        Ok(Some(m)) => {
+            let modes = m
+                .starts
+                .iter()
+                .filter_map(|(k, v)| {
+                    ccp_selector::antelope::Mode::parse(k).map(|mode| (mode, v.clone()))
+                })
+                .collect();
+            (m.window, Some(modes))
+        }
+        Ok(None) => (ccp_selector::probe::ProbeWindow::default(), None),
+        Err(e) => return fail(2, &e),
+    };
+    if let Some(ms) = args.min_ms {
+        window.min_ms = ms;
+    }
+    if let Some(r) = args.rtts {
+        window.rtts = r;
+    }
+    match crate::probe::gen_data(scenario, out, jobs, window, starts) {
+        Ok(rows) => {
+            println!(
+                "{rows} probe rows in {}",
+                out.join(crate::probe::DATA_FILE).display()
             );
             ExitCode::SUCCESS
         }
@@ -626,14 +717,22 @@ fn demo() -> ExitCode {
 }
 
 /// `agree`: the agreement table on stdout (and in `out`).
-fn agree(sim: &[PathBuf], kernel: &[PathBuf], out: Option<&Path>) -> ExitCode {
-    let (s, k) = match (
+fn agree(sim: &[PathBuf], kernel: &[PathBuf], pairs: &[String], out: Option<&Path>) -> ExitCode {
+    let (mut s, k) = match (
         crate::agree::read_dirs(sim),
         crate::agree::read_dirs(kernel),
     ) {
         (Ok(s), Ok(k)) => (s, k),
         (Err(e), _) | (_, Err(e)) => return fail(2, &e.to_string()),
     };
+    for p in pairs {
+        match crate::agree::parse_pair(p) {
+            Ok((kernel_scheme, sim_scheme)) => {
+                crate::agree::pair(&mut s, &kernel_scheme, &sim_scheme);
+            }
+            Err(e) => return fail(2, &e),
+        }
+    }
     let cells = crate::agree::cells(&s, &k);
     if cells.is_empty() {
         return fail(

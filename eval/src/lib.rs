@@ -17,6 +17,7 @@ pub mod demo;
 pub mod iw_web;
 pub mod lptcp;
 pub mod outdir;
+pub mod probe;
 pub mod ray;
 pub mod report;
 pub mod results;

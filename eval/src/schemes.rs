@@ -17,6 +17,9 @@ use crate::selectors::{self, RunSelectors};
 pub const NATIVE_RENO: &str = "native-reno";
 /// Built-in Cubic in the datapath (no agent).
 pub const NATIVE_CUBIC: &str = "native-cubic";
+/// The kernel's own BBR (`tcp_bbr`): the kernel datapath only (the simulator has no model of
+/// it; compare it with our CCP `bbr` there, `ccp-eval agree --pair native-bbr=bbr`).
+pub const NATIVE_BBR: &str = "native-bbr";
 
 /// Built-in schemes: (name, description).
 const NATIVE: &[(&str, &str)] = &[
@@ -24,6 +27,10 @@ const NATIVE: &[(&str, &str)] = &[
     (
         NATIVE_CUBIC,
         "Cubic (RFC 9438) inside the datapath, no agent",
+    ),
+    (
+        NATIVE_BBR,
+        "the kernel's own BBR v1 (tcp_bbr), no agent; --datapath kernel only",
     ),
 ];
 
@@ -49,12 +56,12 @@ pub fn available() -> Vec<&'static str> {
 }
 
 /// The schemes a scenario without a `schemes` list runs: every available one except the
-/// training-data generator `selector-explore`, and the learned selectors and algorithms
-/// (LP-TCP) only when their models load.
+/// training-data generator `selector-explore` and the kernel-only `native-bbr`, and the learned
+/// selectors and algorithms (LP-TCP) only when their models load.
 pub fn defaults() -> Vec<&'static str> {
     available()
         .into_iter()
-        .filter(|s| *s != selectors::EXPLORE)
+        .filter(|s| !selectors::TRAINING_ONLY.contains(s) && *s != NATIVE_BBR)
         .filter(|s| selectors::unavailable(s).is_none())
         .filter(|s| {
             registry::global()
@@ -69,6 +76,7 @@ pub fn resolve(name: &str) -> Option<Scheme> {
     match name {
         NATIVE_RENO => Some(Scheme::Reno),
         NATIVE_CUBIC => Some(Scheme::Cubic),
+        NATIVE_BBR => Some(Scheme::Kernel { cca: "bbr".into() }),
         _ if registry::global().get(name).is_some()
             || selectors::SCHEMES.iter().any(|(n, _)| *n == name) =>
         {
@@ -131,9 +139,11 @@ pub fn agent_for(port: Option<u16>) -> (LockstepAgent, RunSelectors) {
                 .additional_alg(s.rein)
                 .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
                 .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
+                .additional_alg::<selectors::Named<selectors::ProbeName>, _>(s.probe)
                 .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
                 .additional_alg::<selectors::Named<selectors::TcprlName>, _>(s.tcprl)
                 .additional_alg(s.explore)
+                .additional_alg(s.probe_explore)
                 .run()
         },
     );
@@ -156,9 +166,11 @@ pub fn spawn_channel_agent(
         .additional_alg(s.rein)
         .additional_alg::<selectors::Named<selectors::AntelopeName>, _>(s.antelope)
         .additional_alg::<selectors::Named<selectors::OutcomeName>, _>(s.outcome)
+        .additional_alg::<selectors::Named<selectors::ProbeName>, _>(s.probe)
         .additional_alg::<selectors::Named<selectors::OnnxName>, _>(s.onnx)
         .additional_alg::<selectors::Named<selectors::TcprlName>, _>(s.tcprl)
         .additional_alg(s.explore)
+        .additional_alg(s.probe_explore)
         .spawn_thread()
         .run()?;
     Ok((handle, state))
@@ -227,5 +239,15 @@ mod tests {
             available().len(),
             NATIVE.len() + registry::global().entries().len() + selectors::SCHEMES.len()
         );
+    }
+
+    #[test]
+    fn the_kernels_bbr_is_a_scheme_of_the_kernel_datapath_only() {
+        assert_eq!(
+            resolve(NATIVE_BBR),
+            Some(Scheme::Kernel { cca: "bbr".into() })
+        );
+        assert!(available().contains(&NATIVE_BBR));
+        assert!(!defaults().contains(&NATIVE_BBR));
     }
 }

@@ -1,6 +1,7 @@
 //! The selector as `ccp-eval` schemes: `selector-rein`, `selector-antelope`,
-//! `selector-outcome`, `selector-onnx`, `selector-tcprl`, and
-//! `selector-explore` (Antelope's offline data generation: a random candidate per data unit).
+//! `selector-outcome`, `selector-probe`, `selector-onnx`, `selector-tcprl`, and the training-data
+//! generators `selector-explore` (Antelope's offline data generation: a random candidate per data
+//! unit) and `selector-probe-explore` (the probe policy switched to a given candidate).
 //!
 //! portus picks an algorithm by a name with no `self` (`CongAlg::name`), so each scheme is the
 //! one [`Selector`] type behind a marker that names it. Every run builds fresh selectors (so
@@ -19,6 +20,7 @@ use ccp_algorithms::{AlgorithmConfig, CubicConfig, DynAlgorithmConfig};
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
 use ccp_selector::antelope::{Antelope, AntelopeConfig, Choose, Mode, ModelSet, Sample};
 use ccp_selector::onnx::FeatureWindow;
+use ccp_selector::probe::{self, Probe, ProbeChoice, ProbeModels, ProbeRecord, ProbeWindow};
 use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
 use ccp_selector::{
     FlowContext, HysteresisConfig, ReinPolicy, SelectionPolicy, Selector, SelectorFlow,
@@ -35,6 +37,12 @@ pub const ANTELOPE: &str = "selector-antelope";
 /// Scheme: the selector with our outcome models (each candidate's whole-flow reward on the
 /// path the flow has seen so far).
 pub const OUTCOME: &str = "selector-outcome";
+/// Scheme: the selector with our probe policy (probe the path on the mode's start candidate,
+/// then switch once to the largest predicted gain; `ccp_selector::probe`).
+pub const PROBE: &str = "selector-probe";
+/// Scheme: the probe policy forced to switch to the candidate [`set_probe_force`] names
+/// (`gen-data --kind probe`).
+pub const PROBE_EXPLORE: &str = "selector-probe-explore";
 /// Scheme: the selector with the example ONNX network (`selector/models/example-onnx`).
 pub const ONNX: &str = "selector-onnx";
 /// Scheme: the selector with TCP-RL's learned policy (`selector/models/tcprl`).
@@ -44,28 +52,39 @@ pub const EXPLORE: &str = "selector-explore";
 
 /// (name, description) of every selector scheme.
 pub const SCHEMES: &[(&str, &str)] = &[
-    (REIN, "CCP: selector over the nine, Rein's rules"),
+    (REIN, "CCP: selector over every candidate, Rein's rules"),
     (
         ANTELOPE,
-        "CCP: selector over the nine, Antelope's per-candidate GBDT reward models",
+        "CCP: selector over every candidate, Antelope's per-candidate GBDT reward models",
     ),
     (
         OUTCOME,
-        "CCP: selector over the nine, per-candidate whole-flow reward models (ours)",
+        "CCP: selector over every candidate, per-candidate whole-flow reward models (ours)",
+    ),
+    (
+        PROBE,
+        "CCP: selector probing the path on a start candidate, then one switch by predicted gain (ours)",
     ),
     (
         ONNX,
-        "CCP: selector over the nine, an MLP in ONNX Runtime over 8-report windows",
+        "CCP: selector over every candidate, an MLP in ONNX Runtime over 8-report windows",
     ),
     (
         TCPRL,
-        "CCP: selector over the nine, TCP-RL's A2C policy (LSTM) and change detector in ONNX Runtime",
+        "CCP: selector over every candidate, TCP-RL's A2C policy (LSTM) and change detector in ONNX Runtime",
     ),
     (
         EXPLORE,
         "CCP: selector switching at random per data unit (training data)",
     ),
+    (
+        PROBE_EXPLORE,
+        "CCP: probe selector switched to a set candidate after its probe (training data)",
+    ),
 ];
+
+/// The schemes that make training data, not results: never run unless named.
+pub const TRAINING_ONLY: [&str; 2] = [EXPLORE, PROBE_EXPLORE];
 
 /// Chance of a random switch at the end of a data unit in `selector-explore`.
 pub const EXPLORE_SWITCH_PROB: f64 = 0.3;
@@ -123,6 +142,58 @@ pub fn models(objective: &str) -> Result<Arc<ModelSet>, String> {
         }
     })
     .clone()
+}
+
+/// Where `selector-probe` reads its models: `$CCP_PROBE_MODELS`, else `eval/models/probe`.
+pub fn probe_models_dir() -> PathBuf {
+    models_dir("probe")
+}
+
+/// The probe policy's models, loaded once per process (an error says why they cannot be used).
+pub fn probe_models() -> Result<Arc<ProbeModels>, String> {
+    static MODELS: OnceLock<Result<Arc<ProbeModels>, String>> = OnceLock::new();
+    MODELS
+        .get_or_init(|| {
+            let dir = probe_models_dir();
+            ProbeModels::load(&dir).map(Arc::new).map_err(|e| {
+                format!(
+                    "{e} (train with `ccp-eval gen-data selection-train --kind probe` and \
+                     `ccp-eval train probe`, or `make models`)"
+                )
+            })
+        })
+        .clone()
+}
+
+/// The margin of `selector-probe`: `$CCP_PROBE_MARGIN` (a finite number >= 0, for a sweep on
+/// a validation set), else [`probe::DEFAULT_MARGIN`].
+pub fn probe_margin() -> f64 {
+    env_margin("CCP_PROBE_MARGIN").unwrap_or(probe::DEFAULT_MARGIN)
+}
+
+/// What `selector-probe-explore` does in the runs that follow: start on `start`, switch to
+/// `target` at the end of `window`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeForce {
+    /// The probe window.
+    pub window: ProbeWindow,
+    /// The start candidate.
+    pub start: String,
+    /// The candidate switched to.
+    pub target: String,
+}
+
+fn probe_force_slot() -> &'static Mutex<Option<ProbeForce>> {
+    static FORCE: Mutex<Option<ProbeForce>> = Mutex::new(None);
+    &FORCE
+}
+
+/// Sets what `selector-probe-explore` does in the runs built from now on (`gen-data --kind
+/// probe` sets it before each batch of runs; `None`: the scheme stays on Cubic and records).
+pub fn set_probe_force(force: Option<ProbeForce>) {
+    *probe_force_slot()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = force;
 }
 
 /// Where `selector-onnx` reads its network: `$CCP_ONNX_MODEL`, else the example model.
@@ -186,6 +257,9 @@ pub fn unavailable(scheme: &str) -> Option<String> {
     if scheme == TCPRL {
         return tcprl_model().err();
     }
+    if scheme == PROBE {
+        return probe_models().err();
+    }
     objective_of(scheme).and_then(|o| models(o).err())
 }
 
@@ -220,6 +294,8 @@ scheme_name!(ExploreName, EXPLORE);
 scheme_name!(OutcomeName, OUTCOME);
 scheme_name!(OnnxName, ONNX);
 scheme_name!(TcprlName, TCPRL);
+scheme_name!(ProbeName, PROBE);
+scheme_name!(ProbeExploreName, PROBE_EXPLORE);
 
 /// A [`Selector`] registered under `N::NAME`.
 pub struct Named<N>(Selector, PhantomData<N>);
@@ -256,6 +332,8 @@ pub struct RunSelectors {
     pub explore: Option<Arc<Antelope>>,
     /// ONNX feature windows recorded by the explore scheme's flows.
     pub windows: Arc<Mutex<Vec<Vec<f32>>>>,
+    /// Probes recorded by `selector-probe-explore`'s flows.
+    pub probes: Arc<Mutex<Vec<ProbeRecord>>>,
 }
 
 /// Reports per ONNX feature window recorded by `selector-explore` (the example model's K).
@@ -299,6 +377,10 @@ pub struct RunSchemes {
     pub antelope: Option<Named<AntelopeName>>,
     /// `selector-outcome` (if its models load).
     pub outcome: Option<Named<OutcomeName>>,
+    /// `selector-probe` (if its models load).
+    pub probe: Option<Named<ProbeName>>,
+    /// `selector-probe-explore`.
+    pub probe_explore: Named<ProbeExploreName>,
     /// `selector-onnx` (if ONNX Runtime and the model load).
     pub onnx: Option<Named<OnnxName>>,
     /// `selector-tcprl` (if ONNX Runtime and the model load). No hysteresis: the policy was
@@ -330,6 +412,41 @@ fn env_margin(var: &str) -> Option<f64> {
 /// application-preference class); every other port uses the default mode.
 pub const PREFERENCE_PORTS: [(u16, Mode); 2] = [(5001, Mode::Delay), (5002, Mode::Throughput)];
 
+/// Antelope's App-requirement map as the policies take it (port -> mode).
+fn preferences() -> HashMap<u32, Mode> {
+    PREFERENCE_PORTS
+        .iter()
+        .map(|&(p, m)| (u32::from(p), m))
+        .collect()
+}
+
+/// The hysteresis of the probe policy: its one decision is acted on at once (no agreeing
+/// decisions or dwell to wait for), but never inside a loss episode (the loss hold).
+fn probe_hysteresis() -> HysteresisConfig {
+    HysteresisConfig {
+        agreeing_decisions: 1,
+        dwell_rtts: 0.0,
+        ..HysteresisConfig::default()
+    }
+}
+
+/// A selector with the probe policy choosing by `choice`; `port` as in [`learned`].
+fn probing(choice: ProbeChoice, log: &Arc<SelectorLog>, port: Option<u16>) -> Selector {
+    let shared = Probe::new(choice, preferences());
+    Selector::new(
+        candidates(),
+        Arc::new(move |ctx: &FlowContext<'_>| {
+            let mut ctx = *ctx;
+            if let Some(p) = port {
+                ctx.dst_port = u32::from(p);
+            }
+            Box::new(shared.policy(&ctx)) as _
+        }),
+    )
+    .with_hysteresis(probe_hysteresis())
+    .with_log(log.clone())
+}
+
 /// A selector deciding with Antelope's policy machinery over `models`; `port`, if given, is
 /// the destination port its flows' policies see (see [`build_for`]).
 fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>, port: Option<u16>) -> Selector {
@@ -341,10 +458,7 @@ fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>, port: Option<u16>) -> 
         "CCP_{}_MARGIN_ABS",
         models.objective.to_uppercase()
     ));
-    config.preferences = PREFERENCE_PORTS
-        .iter()
-        .map(|&(p, m)| (u32::from(p), m))
-        .collect();
+    config.preferences = preferences();
     let shared = Antelope::new(config, models);
     Selector::new(
         candidates(),
@@ -393,6 +507,36 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
         },
         ..AntelopeConfig::default()
     };
+    let probe = probe_models().ok().map(|models| {
+        Named::new(probing(
+            ProbeChoice::Predict {
+                models,
+                margin: probe_margin(),
+            },
+            &log,
+            port,
+        ))
+    });
+    let probes: Arc<Mutex<Vec<ProbeRecord>>> = Arc::default();
+    let force = probe_force_slot()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .unwrap_or(ProbeForce {
+            window: ProbeWindow::default(),
+            start: CubicConfig::NAME.into(),
+            target: CubicConfig::NAME.into(),
+        });
+    let probe_explore = Named::new(probing(
+        ProbeChoice::Force {
+            window: force.window,
+            start: force.start,
+            target: force.target,
+            sink: probes.clone(),
+        },
+        &log,
+        port,
+    ));
     let explore = Antelope::with_online(explore_cfg, Arc::default());
     let shared = explore.clone();
     let windows: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
@@ -414,6 +558,8 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
             rein: Named::new(rein),
             antelope,
             outcome,
+            probe,
+            probe_explore,
             onnx: onnx_model().ok().map(|m| {
                 Named::new(
                     Selector::new(candidates(), OnnxPolicy::factory(m, 0)).with_log(log.clone()),
@@ -432,6 +578,7 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
             log,
             explore: Some(explore),
             windows,
+            probes,
         },
     )
 }
@@ -441,6 +588,16 @@ pub type RunSample = (String, u64, Sample);
 
 /// An ONNX feature window and the run it came from: (condition id, seed, window).
 pub type RunWindow = (String, u64, Vec<f32>);
+
+/// A probe and the run it came from: (condition id, seed, probe).
+pub type RunProbe = (String, u64, ProbeRecord);
+
+/// Probes gathered by `selector-probe-explore` runs in this process (for `gen-data --kind
+/// probe`).
+pub fn gathered_probes() -> &'static Mutex<Vec<RunProbe>> {
+    static PROBES: OnceLock<Mutex<Vec<RunProbe>>> = OnceLock::new();
+    PROBES.get_or_init(|| Mutex::new(Vec::new()))
+}
 
 /// Feature windows gathered by `selector-explore` runs in this process (for `gen-data`).
 pub fn gathered_windows() -> &'static Mutex<Vec<RunWindow>> {
@@ -458,6 +615,14 @@ impl RunSelectors {
     /// Moves the explore samples of this run (condition `condition`, seed `seed`) into
     /// [`gathered`].
     pub fn keep_samples(&self, condition: &str, seed: u64) {
+        let probes =
+            std::mem::take(&mut *self.probes.lock().unwrap_or_else(PoisonError::into_inner));
+        if !probes.is_empty() {
+            gathered_probes()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(probes.into_iter().map(|p| (condition.to_string(), seed, p)));
+        }
         let windows =
             std::mem::take(&mut *self.windows.lock().unwrap_or_else(PoisonError::into_inner));
         if !windows.is_empty() {

@@ -93,7 +93,7 @@ fn write_onnx_windows(
     Ok(rows)
 }
 
-fn options(jobs: usize, schemes: Vec<String>) -> RunOptions {
+pub(crate) fn options(jobs: usize, schemes: Vec<String>) -> RunOptions {
     RunOptions {
         jobs,
         schemes: Some(schemes),
@@ -161,40 +161,15 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
     let opts = options(jobs, names.clone());
     let plan = runner::plan(scenario, &opts).map_err(|e| e.to_string())?;
     let output = runner::run(scenario, &plan, &opts);
-    // A run's labels are the mean scores of its flows under test: under the scenario's own
-    // objective (TCP-RL's reward unless it names another) for the default mode, and under the
-    // delay- and throughput-sensitive objectives for those modes; a run of several flows
-    // (web-like flows) counts every flow, not the last one.
-    let mut sums: HashMap<(&str, u64, &str), ([f64; 3], usize)> = HashMap::new();
-    for r in output
-        .rows
+    let labels = run_labels(scenario, &output.rows);
+    let reward: HashMap<(&str, u64, &str), f64> = labels
         .iter()
-        .filter(|r| r.role == "main" && r.status == "ok")
-    {
-        let scores = [
-            r.rank_score(),
-            runner::score(r, Objective::Delay, None, scenario.duration_s),
-            runner::score(r, Objective::Throughput, None, scenario.duration_s),
-        ];
-        if scores.iter().all(|x| x.is_finite()) {
-            let e = sums
-                .entry((r.condition.as_str(), r.seed, r.scheme.as_str()))
-                .or_default();
-            for (a, x) in e.0.iter_mut().zip(scores) {
-                *a += x;
-            }
-            e.1 += 1;
-        }
-    }
-    let labels: HashMap<(&str, u64, &str), [f64; 3]> = sums
-        .into_iter()
-        .map(|(k, (sum, n))| (k, sum.map(|x| x / n as f64)))
+        .map(|(k, v)| ((k.0.as_str(), k.1, k.2.as_str()), v[0]))
         .collect();
-    let reward: HashMap<(&str, u64, &str), f64> = labels.iter().map(|(k, v)| (*k, v[0])).collect();
     let mut outcome = Vec::new();
     for (cond, seed, s) in all.iter().step_by(OUTCOME_STRIDE) {
         for c in &names {
-            if let Some(r) = labels.get(&(cond.as_str(), *seed, c.as_str())) {
+            if let Some(r) = labels.get(&(cond.clone(), *seed, c.clone())) {
                 outcome.push(Sample {
                     features: s.features,
                     next_cca: c.clone(),
@@ -210,6 +185,42 @@ pub fn gen_data(scenario: &Scenario, out: &Path, jobs: usize) -> Result<GenData,
         outcome: outcome.len(),
         windows,
     })
+}
+
+/// A run's labels, per (condition, seed, scheme): the mean scores of its flows under test,
+/// under the scenario's own objective (TCP-RL's reward unless it names another) for the
+/// default mode, and under the delay- and throughput-sensitive objectives for those modes, in
+/// [`Mode::ALL`] order; a run of several flows (web-like flows) counts every flow, not the
+/// last one.
+pub(crate) fn run_labels(
+    scenario: &Scenario,
+    rows: &[crate::results::FlowRow],
+) -> HashMap<(String, u64, String), [f64; 3]> {
+    let mut sums: HashMap<(&str, u64, &str), ([f64; 3], usize)> = HashMap::new();
+    for r in rows.iter().filter(|r| r.role == "main" && r.status == "ok") {
+        let scores = [
+            r.rank_score(),
+            runner::score(r, Objective::Delay, None, scenario.duration_s),
+            runner::score(r, Objective::Throughput, None, scenario.duration_s),
+        ];
+        if scores.iter().all(|x| x.is_finite()) {
+            let e = sums
+                .entry((r.condition.as_str(), r.seed, r.scheme.as_str()))
+                .or_default();
+            for (a, x) in e.0.iter_mut().zip(scores) {
+                *a += x;
+            }
+            e.1 += 1;
+        }
+    }
+    sums.into_iter()
+        .map(|((c, seed, s), (sum, n))| {
+            (
+                (c.to_string(), seed, s.to_string()),
+                sum.map(|x| x / n as f64),
+            )
+        })
+        .collect()
 }
 
 /// Fits the models of `objective` (`antelope` on `DATA/samples.csv`, `outcome` on

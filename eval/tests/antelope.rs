@@ -132,7 +132,7 @@ fn missing_or_broken_models_are_a_clear_error() {
     std::fs::write(missing.join("manifest.json"), "{ broken").unwrap();
     let o = run_antelope(&out, &missing);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not an Antelope manifest"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a valid model manifest"));
 
     // A samples file with a bad line names it.
     let bad = dir.path().join("samples.csv");

@@ -15,7 +15,7 @@ use ccp_eval::scenario::{Objective, Scenario};
 
 const DURATION_S: f64 = 12.0;
 const SINGLES: [&str; 4] = ["cubic", "bbr", "copa", "vegas"];
-const SELECTORS: [&str; 2] = ["selector-rein", "selector-outcome"];
+const SELECTORS: [&str; 3] = ["selector-rein", "selector-outcome", "selector-probe"];
 
 /// The built-in bench cut down: the named conditions, `DURATION_S`, one seed, and web-like
 /// groups with only the flows that start within the shorter run.

@@ -11,6 +11,9 @@
 //!   data units of N ACKs, Eq. 1-3 reward in three preference modes, IP-level start
 //!   prediction, online refits) and, on the same machinery, our `outcome` models, which
 //!   predict each candidate's whole-flow TCP-RL reward on the path seen so far.
+//! - [`probe`] (ours): a flow probes its path on its mode's start candidate for its first
+//!   seconds, then switches once to the candidate whose regressor predicts the largest gain
+//!   over staying (labels from counterfactual runs that differ only after the probe).
 //! - [`onnx`]: [`OnnxPolicy`] (policy 4): a neural network in an ONNX file, run with ONNX
 //!   Runtime (loaded at run time from `ORT_DYLIB_PATH` or the workspace `.venv`), maps the
 //!   last K reports' features to one score per candidate; the argmax wins. The model
@@ -38,6 +41,7 @@ pub mod antelope;
 pub mod hysteresis;
 pub mod onnx;
 pub mod policy;
+pub mod probe;
 pub mod selector;
 pub mod tcprl;
 

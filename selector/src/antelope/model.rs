@@ -45,7 +45,7 @@ pub enum ModelError {
         source: std::io::Error,
     },
     /// The manifest is not valid JSON of the expected shape.
-    #[error("{path}: not an Antelope manifest: {msg}")]
+    #[error("{path}: not a valid model manifest: {msg}")]
     Manifest {
         /// The file.
         path: PathBuf,
@@ -82,9 +82,9 @@ pub enum ModelError {
         /// Why.
         msg: String,
     },
-    /// No candidate had enough samples to fit a model.
-    #[error("no candidate has {MIN_SAMPLES} samples to train on")]
-    NoData,
+    /// No candidate had enough samples to fit a model (the least a model is fit on).
+    #[error("no candidate has {0} samples to train on")]
+    NoData(usize),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -231,7 +231,7 @@ impl ModelSet {
             }
         }
         if set.models.is_empty() {
-            return Err(ModelError::NoData);
+            return Err(ModelError::NoData(MIN_SAMPLES));
         }
         Ok(set)
     }
@@ -422,7 +422,7 @@ impl ModelSet {
                     path: bpath.clone(),
                     msg: e.to_string(),
                 })?;
-                check_trees(&b).map_err(|msg| ModelError::Booster {
+                check_trees(&b, FEATURE_NAMES.len()).map_err(|msg| ModelError::Booster {
                     path: bpath.clone(),
                     msg,
                 })?;
@@ -455,7 +455,7 @@ pub fn rewards(unit: &super::unit::UnitStats) -> [f64; 3] {
 /// backwards (or at itself) makes `predict` loop forever and one past the end panics. Every
 /// split must name one of the model's features and point forward to existing nodes (forust
 /// numbers children after their parent), and every leaf weight must be finite.
-fn check_trees(b: &GradientBooster) -> Result<(), String> {
+pub(crate) fn check_trees(b: &GradientBooster, n_features: usize) -> Result<(), String> {
     for (t, tree) in b.trees.iter().enumerate() {
         if tree.nodes.is_empty() {
             return Err(format!("tree {t} has no nodes"));
@@ -468,11 +468,10 @@ fn check_trees(b: &GradientBooster) -> Result<(), String> {
                 }
                 continue;
             }
-            if node.split_feature >= FEATURE_NAMES.len() {
+            if node.split_feature >= n_features {
                 return Err(format!(
-                    "tree {t}, node {i}: split on feature {} of {}",
-                    node.split_feature,
-                    FEATURE_NAMES.len()
+                    "tree {t}, node {i}: split on feature {} of {n_features}",
+                    node.split_feature
                 ));
             }
             for (what, child) in [

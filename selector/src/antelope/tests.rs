@@ -161,7 +161,7 @@ fn bad_model_files_are_refused_with_the_reason() {
     ));
     assert!(matches!(
         ModelSet::train(&synthetic(3), 20),
-        Err(ModelError::NoData)
+        Err(ModelError::NoData(_))
     ));
 }
 

@@ -1,0 +1,193 @@
+//! The probe policy's pipeline end to end through the `ccp-eval` binary: `gen-data --kind
+//! probe` on a small scenario (every flow probed on its start, then switched to each candidate
+//! in turn), `train probe`, then `run` with `selector-probe` on those models; and the errors
+//! for data that does not fit together.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+const SCENARIO: &str = r#"
+name = "probe-small"
+duration_s = 6
+seeds = [1, 2]
+
+[grid]
+env = "small"
+bw_mbps = [5, 20]
+rtt_ms = [20, 60]
+loss = [0.0, 0.01]
+buffer_bdp = [1.0]
+
+[[flows]]
+count = 1
+"#;
+
+fn eval(args: &[&str], models: Option<&Path>) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ccp-eval"));
+    c.args(args);
+    // LP-TCP is a candidate: its test forest, whatever `make models` made (or did not).
+    c.env(
+        "CCP_LPTCP_MODEL",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../algorithms/tests/fixtures/lptcp-forest.json"),
+    );
+    if let Some(m) = models {
+        c.env("CCP_PROBE_MODELS", m);
+    }
+    c.output().unwrap()
+}
+
+fn ok(o: &std::process::Output) {
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn gen_data_train_and_run_selector_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("small.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let sc = scenario.to_str().unwrap();
+    let data = dir.path().join("data");
+    let models = dir.path().join("models");
+
+    let o = eval(
+        &[
+            "gen-data",
+            sc,
+            "--kind",
+            "probe",
+            "--out",
+            data.to_str().unwrap(),
+        ],
+        None,
+    );
+    ok(&o);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("probe.json")).unwrap()).unwrap();
+    assert_eq!(meta["window"]["min_ms"], 1500);
+    let starts = meta["starts"].as_object().unwrap();
+    assert_eq!(starts.len(), 3, "a start per mode: {starts:?}");
+
+    check_rows(&data);
+
+    let o = eval(
+        &[
+            "train",
+            "probe",
+            data.to_str().unwrap(),
+            "--out",
+            models.to_str().unwrap(),
+        ],
+        None,
+    );
+    ok(&o);
+    assert!(models.join("manifest.json").exists());
+
+    let out = dir.path().join("run");
+    let o = eval(
+        &[
+            "run",
+            sc,
+            "--schemes",
+            "selector-probe",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Some(&models),
+    );
+    ok(&o);
+    let results = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(
+        results
+            .lines()
+            .filter(|l| l.contains("selector-probe") && l.contains(",main,"))
+            .count(),
+        16
+    );
+    // One decision per flow: at most one swap each.
+    let swaps = std::fs::read_to_string(out.join("swaps.csv")).unwrap_or_default();
+    let mut per_flow: BTreeMap<String, usize> = BTreeMap::new();
+    for l in swaps.lines().skip(1) {
+        let c: Vec<&str> = l.split(',').collect();
+        *per_flow.entry(format!("{}/{}", c[1], c[4])).or_default() += 1;
+    }
+    assert!(per_flow.values().all(|n| *n <= 1), "{per_flow:?}");
+
+    refuses_data_that_does_not_fit(dir.path(), &data, &models);
+}
+
+/// Every (condition, seed, mode) has one row per candidate, the stay row among them, and the
+/// features of one start are the same in every row: the runs differ only after the probe.
+fn check_rows(data: &Path) {
+    let text = std::fs::read_to_string(data.join("probe.csv")).unwrap();
+    let mut groups: BTreeMap<(String, String, String), Vec<Vec<String>>> = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let cols: Vec<String> = line.split(',').map(String::from).collect();
+        assert_eq!(cols.len(), 6 + 11, "{line}");
+        groups
+            .entry((cols[0].clone(), cols[1].clone(), cols[2].clone()))
+            .or_default()
+            .push(cols);
+    }
+    assert_eq!(groups.len(), 8 * 2 * 3, "{:?}", groups.keys());
+    for ((cond, _, mode), rows) in &groups {
+        let targets: BTreeSet<&str> = rows.iter().map(|r| r[4].as_str()).collect();
+        assert_eq!(targets.len(), 12, "{cond} {mode}: {targets:?}");
+        let start = &rows[0][3];
+        assert!(targets.contains(start.as_str()));
+        assert!(rows.iter().all(|r| r[6..] == rows[0][6..]), "{cond} {mode}");
+        // The probe saw the path: its minimum RTT is one of the grid's (plus serialization).
+        let min_rtt: f64 = rows[0][6].parse().unwrap();
+        assert!(
+            [20.0, 60.0]
+                .iter()
+                .any(|w| min_rtt >= *w && min_rtt < w * 1.2),
+            "{cond}: {min_rtt}"
+        );
+    }
+    // The switch changed something: scores differ between targets.
+    assert!(
+        groups.values().any(|rows| {
+            let scores: BTreeSet<&str> = rows.iter().map(|r| r[5].as_str()).collect();
+            scores.len() > 3
+        }),
+        "every switch scored the same"
+    );
+}
+
+/// Data with other windows does not train together; a bad file is an error, not a panic.
+fn refuses_data_that_does_not_fit(dir: &Path, data: &Path, models: &Path) {
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(data.join("probe.csv"), other.join("probe.csv")).unwrap();
+    std::fs::write(
+        other.join("probe.json"),
+        std::fs::read_to_string(data.join("probe.json"))
+            .unwrap()
+            .replace("1500", "900"),
+    )
+    .unwrap();
+    let both = [
+        "train",
+        "probe",
+        data.to_str().unwrap(),
+        other.to_str().unwrap(),
+        "--out",
+        models.to_str().unwrap(),
+    ];
+    let o = eval(&both, None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("differ"));
+    std::fs::write(other.join("probe.json"), "{").unwrap();
+    let o = eval(&both, None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("probe.json"));
+}

@@ -1,0 +1,236 @@
+//! `probe` (ours): probe the path on a start candidate, then choose once for the rest of the
+//! flow with models of what each choice would really gain.
+//!
+//! A flow starts on its preference mode's start candidate (the best single candidate of the
+//! training set under that mode's objective). Its first reports build the probe's path
+//! features ([`features`]: base RTT, queue growth, delay and delivery-rate variability, loss).
+//! When the probe window ends (1.5 s and 10 minimum RTTs by default, stored with the models),
+//! one regressor per other candidate ([`model`]) predicts the gain in the flow's score from
+//! switching to it now over staying; the flow switches to the largest predicted gain if it
+//! exceeds a margin, and keeps its choice to the end. One decision per flow: at most one
+//! swap, and a flow that ends within its probe never swaps.
+//!
+//! What it takes from the literature and what it changes:
+//! - from Antelope (`PAPERS.md` §2): per-candidate gradient-boosted regressors and the
+//!   preference modes chosen by port; but the label is the *remaining flow's* outcome of a
+//!   real switch on that path (counterfactual runs that differ only after the probe, so the
+//!   swap's cost is in the label), not the next data unit's reward of a random exploration,
+//!   and the regressors predict the gain over staying, so the path's own level (a 2 Mbit/s
+//!   cellular link against a 100 Mbit/s WAN) is not what they spend their trees on;
+//! - from TCP-RL (§1.2): a decision from a window of path state at the start of the flow;
+//!   left out: its re-exploration on path changes (a flow here keeps its one choice).
+//!
+//! Training: `ccp-eval gen-data <scenario> --kind probe` and `ccp-eval train probe`
+//! (`docs/selector.md`).
+
+pub mod features;
+pub mod model;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
+pub use model::{ProbeModels, ProbeSample};
+
+use crate::antelope::reward::Mode;
+use crate::policy::{Decision, Explanation, Features, FlowContext, SelectionPolicy};
+
+/// Gain (ln units of the mode's score: 0.02 is ~2 %) a candidate's prediction must exceed
+/// before a flow leaves its start candidate (chosen on `selection-bench`, the validation set).
+pub const DEFAULT_MARGIN: f64 = 0.02;
+
+/// The features of one flow's probe, recorded for training.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProbeRecord {
+    /// The datapath's socket id.
+    pub sock_id: u32,
+    /// Datapath time of the probe's end, µs.
+    pub at_us: u64,
+    /// The features, in [`FEATURE_NAMES`] order.
+    pub features: [f64; N_FEATURES],
+}
+
+/// How a flow's choice is made at the probe's end.
+#[derive(Debug, Clone)]
+pub enum ProbeChoice {
+    /// Switch to the candidate with the largest predicted gain when it exceeds `margin`.
+    Predict {
+        /// The models (starts, window, regressors).
+        models: Arc<ProbeModels>,
+        /// Least predicted gain that moves a flow (ln units).
+        margin: f64,
+    },
+    /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
+    /// it is the start), and record the probe's features in `sink`.
+    Force {
+        /// The probe window.
+        window: ProbeWindow,
+        /// The start candidate.
+        start: String,
+        /// The candidate switched to.
+        target: String,
+        /// Where every flow's probe is recorded.
+        sink: Arc<Mutex<Vec<ProbeRecord>>>,
+    },
+}
+
+/// The state shared by every flow of one selector.
+#[derive(Debug)]
+pub struct Probe {
+    choice: ProbeChoice,
+    preferences: HashMap<u32, Mode>,
+}
+
+impl Probe {
+    /// Shared state choosing by `choice`; `preferences` maps destination ports to preference
+    /// modes (other ports: the default mode).
+    pub fn new(choice: ProbeChoice, preferences: HashMap<u32, Mode>) -> Arc<Self> {
+        Arc::new(Self {
+            choice,
+            preferences,
+        })
+    }
+
+    /// A policy for one flow.
+    pub fn policy(&self, ctx: &FlowContext<'_>) -> ProbePolicy {
+        let mode = self
+            .preferences
+            .get(&ctx.dst_port)
+            .copied()
+            .unwrap_or_default();
+        let names = ctx.candidates.to_vec();
+        let position = |n: &str| names.iter().position(|c| *c == n);
+        let (window, start, target) = match &self.choice {
+            ProbeChoice::Predict { models, .. } => (
+                models.window,
+                models.start_for(mode).and_then(position),
+                None,
+            ),
+            ProbeChoice::Force {
+                window,
+                start,
+                target,
+                ..
+            } => (*window, position(start), position(target)),
+        };
+        let initial = start.unwrap_or(0);
+        ProbePolicy {
+            choice: self.choice.clone(),
+            names,
+            mode,
+            sock_id: ctx.sock_id,
+            initial,
+            forced: target,
+            window,
+            stats: ProbeStats::new(ctx.mss_bytes),
+            chosen: None,
+            features: Vec::new(),
+            scores: Vec::new(),
+        }
+    }
+}
+
+/// The probe policy of one flow.
+#[derive(Debug)]
+pub struct ProbePolicy {
+    choice: ProbeChoice,
+    names: Vec<&'static str>,
+    mode: Mode,
+    sock_id: u32,
+    initial: usize,
+    forced: Option<usize>,
+    window: ProbeWindow,
+    stats: ProbeStats,
+    chosen: Option<usize>,
+    features: Vec<f64>,
+    scores: Vec<f64>,
+}
+
+impl ProbePolicy {
+    /// The flow's preference mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The candidate chosen at the probe's end (`None` while probing).
+    pub fn chosen(&self) -> Option<usize> {
+        self.chosen
+    }
+
+    fn choose(&mut self, current: usize, now_us: u64) -> usize {
+        let x = self.stats.features();
+        self.features = x.to_vec();
+        match &self.choice {
+            ProbeChoice::Predict { models, margin } => {
+                models.predict(self.mode, &self.names, &x, &mut self.scores);
+                let mut best = current;
+                for (i, s) in self.scores.iter().enumerate() {
+                    if *s > self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY) {
+                        best = i;
+                    }
+                }
+                let now = self
+                    .scores
+                    .get(current)
+                    .copied()
+                    .unwrap_or(f64::NEG_INFINITY);
+                let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
+                if best != current && top.is_finite() && top - now > *margin {
+                    best
+                } else {
+                    current
+                }
+            }
+            ProbeChoice::Force { sink, .. } => {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(ProbeRecord {
+                        sock_id: self.sock_id,
+                        at_us: now_us,
+                        features: x,
+                    });
+                self.forced.unwrap_or(current)
+            }
+        }
+    }
+}
+
+impl SelectionPolicy for ProbePolicy {
+    fn name(&self) -> &'static str {
+        "probe"
+    }
+
+    fn initial(&self) -> usize {
+        self.initial
+    }
+
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        let chosen = if let Some(c) = self.chosen {
+            c
+        } else {
+            self.stats.push(f.measurement, f.now_us);
+            if !self.stats.done(&self.window) {
+                return Decision::Hold;
+            }
+            let c = self.choose(f.current, f.now_us);
+            self.chosen = Some(c);
+            c
+        };
+        // The choice is asked for until the selector makes it (a loss hold may delay it).
+        if chosen == f.current {
+            Decision::Stay
+        } else {
+            Decision::SwitchTo(chosen)
+        }
+    }
+
+    fn explain(&self) -> Option<Explanation> {
+        self.chosen.map(|_| Explanation {
+            features: self.features.clone(),
+            scores: self.scores.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,361 @@
+//! The probe policy's models: per preference mode, the candidate a flow starts on and one
+//! gradient-boosted regressor per other candidate predicting the **gain** in the flow's score
+//! from switching to it at the probe's end over staying on the start candidate.
+//!
+//! The labels are counterfactual and include the swap: `ccp-eval gen-data --kind probe` runs
+//! every training flow once per candidate, each run identical up to the probe's end (same
+//! start, same path, same seed) and then switched to that candidate, so a label is what the
+//! switch really earned on that path, transition included.
+//!
+//! On disk: `manifest.json` (format, feature schema, probe window, starts, per mode which file
+//! holds which candidate's booster, sample counts) and one forust JSON booster per (mode,
+//! candidate). Loading checks format, schema and every tree, so a model trained on other
+//! features or a damaged booster is refused with the reason.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use forust_ml::objective::ObjectiveType;
+use forust_ml::{GradientBooster, Matrix};
+use serde::{Deserialize, Serialize};
+
+use super::features::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES, ProbeWindow};
+use crate::antelope::model::{ModelError, check_trees};
+use crate::antelope::reward::Mode;
+
+/// Format name in `manifest.json`.
+pub const FORMAT: &str = "probe-models";
+/// Format version of `manifest.json`.
+pub const FORMAT_VERSION: u32 = 1;
+/// Trees per booster.
+pub const TREES: usize = 60;
+/// Tree depth (small: a few hundred paths per candidate).
+pub const DEPTH: usize = 4;
+/// Learning rate.
+pub const LEARNING_RATE: f32 = 0.1;
+/// Fewest samples a (mode, candidate) booster is fit on.
+pub const MIN_SAMPLES: usize = 10;
+
+/// One training example: a flow of `mode` started on `start`, probed, and switched to
+/// `target` (the start itself: stayed); `gain` is its score minus the score of the same flow
+/// that stayed on `start`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeSample {
+    /// Preference mode (and so objective) of the label.
+    pub mode: Mode,
+    /// The candidate switched to at the probe's end.
+    pub target: String,
+    /// The probe's features.
+    pub features: [f64; N_FEATURES],
+    /// Score with `target` minus score staying on the start candidate (ln units).
+    pub gain: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: String,
+    format_version: u32,
+    feature_schema: u32,
+    features: Vec<String>,
+    window: ProbeWindow,
+    /// mode name -> start candidate.
+    starts: BTreeMap<String, String>,
+    trees: usize,
+    depth: usize,
+    /// mode name -> candidate -> booster file (relative to the directory).
+    models: BTreeMap<String, BTreeMap<String, String>>,
+    /// mode name -> candidate -> samples fitted.
+    samples: BTreeMap<String, BTreeMap<String, usize>>,
+}
+
+/// The probe's models for every mode.
+#[derive(Default)]
+pub struct ProbeModels {
+    /// When a flow's probe ends (the window the training data was recorded with).
+    pub window: ProbeWindow,
+    /// Per mode: the candidate a flow starts (and is probed) on.
+    pub starts: BTreeMap<Mode, String>,
+    models: BTreeMap<Mode, BTreeMap<String, GradientBooster>>,
+    samples: BTreeMap<Mode, BTreeMap<String, usize>>,
+}
+
+impl std::fmt::Debug for ProbeModels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeModels")
+            .field("window", &self.window)
+            .field("starts", &self.starts)
+            .field("samples", &self.samples)
+            .finish_non_exhaustive()
+    }
+}
+
+fn booster() -> GradientBooster {
+    GradientBooster::default()
+        .set_objective_type(ObjectiveType::SquaredLoss)
+        // Features are never negative; a finite sentinel keeps the JSON valid.
+        .set_missing(-1.0)
+        .set_iterations(TREES)
+        .set_max_depth(DEPTH)
+        .set_learning_rate(LEARNING_RATE)
+        .set_parallel(false)
+        .set_seed(0)
+}
+
+impl ProbeModels {
+    /// Fits one booster per (mode, target) with at least [`MIN_SAMPLES`] samples; a mode's
+    /// start candidate has no model (its gain is 0 by definition). `starts` names each mode's
+    /// start; samples of a mode without a start are ignored.
+    pub fn train(
+        samples: &[ProbeSample],
+        window: ProbeWindow,
+        starts: BTreeMap<Mode, String>,
+    ) -> Result<Self, ModelError> {
+        let mut groups: BTreeMap<(Mode, &str), Vec<&ProbeSample>> = BTreeMap::new();
+        for s in samples.iter().filter(|s| s.gain.is_finite()) {
+            if starts.get(&s.mode).is_some_and(|st| *st != s.target) {
+                groups.entry((s.mode, &s.target)).or_default().push(s);
+            }
+        }
+        let mut set = Self {
+            window,
+            starts,
+            ..Self::default()
+        };
+        for ((mode, target), rows) in groups {
+            if rows.len() < MIN_SAMPLES {
+                continue;
+            }
+            let n = rows.len();
+            let mut data = vec![0.0; n * N_FEATURES];
+            for (i, s) in rows.iter().enumerate() {
+                for (j, v) in s.features.iter().enumerate() {
+                    data[j * n + i] = *v;
+                }
+            }
+            let y: Vec<f64> = rows.iter().map(|s| s.gain).collect();
+            let mut b = booster();
+            b.fit_unweighted(&Matrix::new(&data, n, N_FEATURES), &y, None)
+                .map_err(|e| ModelError::Booster {
+                    path: PathBuf::from(format!("<training {}/{target}>", mode.name())),
+                    msg: e.to_string(),
+                })?;
+            set.insert(mode, target, b, n);
+        }
+        if set.models.is_empty() {
+            return Err(ModelError::NoData(MIN_SAMPLES));
+        }
+        Ok(set)
+    }
+
+    fn insert(&mut self, mode: Mode, cca: &str, b: GradientBooster, n: usize) {
+        self.models
+            .entry(mode)
+            .or_default()
+            .insert(cca.to_string(), b);
+        self.samples
+            .entry(mode)
+            .or_default()
+            .insert(cca.to_string(), n);
+    }
+
+    /// Where a flow of `mode` starts (the default mode's start for a mode without its own).
+    pub fn start_for(&self, mode: Mode) -> Option<&str> {
+        self.starts
+            .get(&mode)
+            .or_else(|| self.starts.get(&Mode::Default))
+            .map(String::as_str)
+    }
+
+    /// Candidates with a model for `mode`.
+    pub fn candidates(&self, mode: Mode) -> Vec<&str> {
+        self.models
+            .get(&mode)
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// Samples the (mode, candidate) booster was fit on (0: none).
+    pub fn samples(&self, mode: Mode, candidate: &str) -> usize {
+        self.samples
+            .get(&mode)
+            .and_then(|m| m.get(candidate))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Predicted gain of switching to each of `names` (in that order) over staying on the
+    /// start of `mode` (a mode without models uses the default mode's). The start candidate
+    /// scores 0; a candidate without a model `f64::NEG_INFINITY` (never chosen).
+    pub fn predict(
+        &self,
+        mode: Mode,
+        names: &[&str],
+        features: &[f64; N_FEATURES],
+        out: &mut Vec<f64>,
+    ) {
+        out.clear();
+        let (mode, models) = match self.models.get(&mode) {
+            Some(m) => (mode, Some(m)),
+            None => (Mode::Default, self.models.get(&Mode::Default)),
+        };
+        let start = self.start_for(mode);
+        let m = Matrix::new(features, 1, N_FEATURES);
+        for name in names {
+            let score = if Some(*name) == start {
+                0.0
+            } else {
+                models
+                    .and_then(|ms| ms.get(*name))
+                    .and_then(|b| b.predict(&m, false).first().copied())
+                    .filter(|v| v.is_finite())
+                    .unwrap_or(f64::NEG_INFINITY)
+            };
+            out.push(score);
+        }
+    }
+
+    /// Writes the set to `dir` (created if needed).
+    pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ModelError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut manifest = Manifest {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            feature_schema: FEATURE_SCHEMA_VERSION,
+            features: FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect(),
+            window: self.window,
+            starts: self
+                .starts
+                .iter()
+                .map(|(m, c)| (m.name().to_string(), c.clone()))
+                .collect(),
+            trees: TREES,
+            depth: DEPTH,
+            models: BTreeMap::new(),
+            samples: BTreeMap::new(),
+        };
+        for (mode, models) in &self.models {
+            for (cca, b) in models {
+                let file = format!("{}-{cca}.json", mode.name());
+                let path = dir.join(&file);
+                let json = b.json_dump().map_err(|e| ModelError::Booster {
+                    path: path.clone(),
+                    msg: e.to_string(),
+                })?;
+                std::fs::write(&path, json).map_err(io(&path))?;
+                manifest
+                    .models
+                    .entry(mode.name().into())
+                    .or_default()
+                    .insert(cca.clone(), file);
+                manifest
+                    .samples
+                    .entry(mode.name().into())
+                    .or_default()
+                    .insert(cca.clone(), self.samples(*mode, cca));
+            }
+        }
+        let path = dir.join("manifest.json");
+        let text = serde_json::to_string_pretty(&manifest).map_err(|e| ModelError::Manifest {
+            path: path.clone(),
+            msg: e.to_string(),
+        })?;
+        std::fs::write(&path, text).map_err(io(&path))
+    }
+
+    /// Reads a set written by [`ProbeModels::save`], checking format, feature schema and trees.
+    pub fn load(dir: &Path) -> Result<Self, ModelError> {
+        let path = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| ModelError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| ModelError::Manifest {
+            path: path.clone(),
+            msg: e.to_string(),
+        })?;
+        if manifest.format != FORMAT {
+            return Err(ModelError::Manifest {
+                path,
+                msg: format!("format is `{}`, not `{FORMAT}`", manifest.format),
+            });
+        }
+        for (what, found, expected) in [
+            ("format_version", manifest.format_version, FORMAT_VERSION),
+            (
+                "feature_schema",
+                manifest.feature_schema,
+                FEATURE_SCHEMA_VERSION,
+            ),
+        ] {
+            if found != expected {
+                return Err(ModelError::Version {
+                    path,
+                    what,
+                    found,
+                    expected,
+                });
+            }
+        }
+        let expected: Vec<String> = FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect();
+        if manifest.features != expected {
+            return Err(ModelError::Features {
+                path,
+                found: manifest.features,
+                expected,
+            });
+        }
+        let mode_of = |name: &str, what: &str| {
+            Mode::parse(name).ok_or_else(|| ModelError::Manifest {
+                path: path.clone(),
+                msg: format!("{what}: unknown mode `{name}`"),
+            })
+        };
+        let mut set = Self {
+            window: manifest.window,
+            ..Self::default()
+        };
+        for (mode, cca) in &manifest.starts {
+            set.starts.insert(mode_of(mode, "starts")?, cca.clone());
+        }
+        if !set.starts.contains_key(&Mode::Default) {
+            return Err(ModelError::Manifest {
+                path,
+                msg: "no start candidate for the default mode".into(),
+            });
+        }
+        for (mode_name, files) in &manifest.models {
+            let mode = mode_of(mode_name, "models")?;
+            for (cca, file) in files {
+                let bpath = dir.join(file);
+                let json = std::fs::read_to_string(&bpath).map_err(|source| ModelError::Io {
+                    path: bpath.clone(),
+                    source,
+                })?;
+                let booster = |msg: String| ModelError::Booster {
+                    path: bpath.clone(),
+                    msg,
+                };
+                let b = GradientBooster::from_json(&json).map_err(|e| booster(e.to_string()))?;
+                check_trees(&b, N_FEATURES).map_err(booster)?;
+                let n = manifest
+                    .samples
+                    .get(mode_name)
+                    .and_then(|m| m.get(cca))
+                    .copied()
+                    .unwrap_or(0);
+                set.insert(mode, cca, b, n);
+            }
+        }
+        if set.models.is_empty() {
+            return Err(ModelError::Manifest {
+                path,
+                msg: "no models listed".into(),
+            });
+        }
+        Ok(set)
+    }
+}

@@ -1,0 +1,342 @@
+use std::collections::BTreeMap;
+
+use ccp_algorithms::Measurement;
+
+use super::*;
+
+const NAMES: [&str; 3] = ["bbr", "copa", "vegas"];
+
+/// Synthetic training data: Copa gains 0.3 on a variable delivery rate (feature 8 > 0.3) and
+/// loses 0.2 elsewhere; Vegas gains 0.2 where the queue grew past twice the base RTT
+/// (feature 2 > 2) and loses 0.1 elsewhere.
+fn samples(n: usize) -> Vec<ProbeSample> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let mut x = [0.0; N_FEATURES];
+        x[0] = 20.0 + (i % 7) as f64 * 10.0;
+        x[2] = 1.0 + (i % 5) as f64 * 0.5;
+        x[8] = (i % 4) as f64 * 0.15;
+        let copa = if x[8] > 0.3 { 0.3 } else { -0.2 };
+        let vegas = if x[2] > 2.0 { 0.2 } else { -0.1 };
+        for (mode, k) in [(Mode::Default, 1.0), (Mode::Delay, 2.0)] {
+            out.push(ProbeSample {
+                mode,
+                target: "copa".into(),
+                features: x,
+                gain: copa * k,
+            });
+            out.push(ProbeSample {
+                mode,
+                target: "vegas".into(),
+                features: x,
+                gain: vegas * k,
+            });
+            out.push(ProbeSample {
+                mode,
+                target: "bbr".into(),
+                features: x,
+                gain: 0.0,
+            });
+        }
+    }
+    out
+}
+
+fn starts() -> BTreeMap<Mode, String> {
+    BTreeMap::from([
+        (Mode::Default, "bbr".to_string()),
+        (Mode::Delay, "bbr".to_string()),
+    ])
+}
+
+fn features(rtt_ratio_max: f64, rate_cv: f64) -> [f64; N_FEATURES] {
+    let mut x = [0.0; N_FEATURES];
+    x[0] = 50.0;
+    x[2] = rtt_ratio_max;
+    x[8] = rate_cv;
+    x
+}
+
+#[test]
+fn the_models_learn_the_gain_of_each_candidate_over_the_start() {
+    let m = ProbeModels::train(&samples(400), ProbeWindow::default(), starts()).unwrap();
+    // The start has no model: its gain is 0 by definition.
+    assert_eq!(m.candidates(Mode::Default), vec!["copa", "vegas"]);
+    assert_eq!(m.samples(Mode::Default, "copa"), 400);
+    let mut out = Vec::new();
+    m.predict(Mode::Default, &NAMES, &features(1.0, 0.45), &mut out);
+    assert!(out[0].abs() < 1e-12);
+    assert!((out[1] - 0.3).abs() < 0.05, "copa {out:?}");
+    assert!((out[2] + 0.1).abs() < 0.05, "vegas {out:?}");
+    m.predict(Mode::Default, &NAMES, &features(3.0, 0.0), &mut out);
+    assert!(
+        (out[1] + 0.2).abs() < 0.05 && (out[2] - 0.2).abs() < 0.05,
+        "{out:?}"
+    );
+    // The delay mode has its own models; the throughput mode falls back to the default's.
+    m.predict(Mode::Delay, &NAMES, &features(3.0, 0.0), &mut out);
+    assert!((out[2] - 0.4).abs() < 0.08, "{out:?}");
+    m.predict(Mode::Throughput, &NAMES, &features(3.0, 0.0), &mut out);
+    assert!((out[2] - 0.2).abs() < 0.05, "{out:?}");
+    // An unknown candidate never wins.
+    m.predict(
+        Mode::Default,
+        &["bbr", "nope"],
+        &features(3.0, 0.0),
+        &mut out,
+    );
+    assert!(out[1].is_infinite() && out[1] < 0.0);
+}
+
+#[test]
+fn too_few_samples_or_no_start_train_nothing() {
+    assert!(ProbeModels::train(&samples(5), ProbeWindow::default(), starts()).is_err());
+    assert!(ProbeModels::train(&samples(400), ProbeWindow::default(), BTreeMap::new()).is_err());
+}
+
+#[test]
+fn models_survive_a_save_and_load_and_bad_files_are_refused() {
+    let m = ProbeModels::train(&samples(200), ProbeWindow::default(), starts()).unwrap();
+    let dir = std::env::temp_dir().join(format!("ccp-probe-models-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    m.save(&dir).unwrap();
+    let back = ProbeModels::load(&dir).unwrap();
+    assert_eq!(back.window, m.window);
+    assert_eq!(back.starts, m.starts);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for x in [features(1.0, 0.45), features(3.0, 0.0), features(1.7, 0.2)] {
+        m.predict(Mode::Default, &NAMES, &x, &mut a);
+        back.predict(Mode::Default, &NAMES, &x, &mut b);
+        assert_eq!(a, b);
+    }
+    let manifest = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    // Another feature schema, another format, no default start, a damaged booster.
+    for (what, bad) in [
+        (
+            "feature_schema",
+            text.replace("\"feature_schema\": 1", "\"feature_schema\": 9"),
+        ),
+        (
+            "not `probe-models`",
+            text.replace("\"probe-models\"", "\"antelope-models\""),
+        ),
+        (
+            "no start candidate",
+            text.replace("\"default\": \"bbr\"", "\"throughput\": \"bbr\""),
+        ),
+        ("not a valid model manifest", "{".to_string()),
+    ] {
+        std::fs::write(&manifest, &bad).unwrap();
+        let err = ProbeModels::load(&dir).unwrap_err().to_string();
+        assert!(err.contains(what), "{what}: {err}");
+    }
+    std::fs::write(&manifest, &text).unwrap();
+    let booster = dir.join("default-copa.json");
+    let json = std::fs::read_to_string(&booster).unwrap();
+    // A split on a feature the models do not have (Copa's gain depends on feature 8).
+    let bad = json.replace("\"split_feature\":8", "\"split_feature\":99");
+    assert_ne!(bad, json, "the booster has a split on feature 8");
+    std::fs::write(&booster, bad).unwrap();
+    let err = ProbeModels::load(&dir).unwrap_err().to_string();
+    assert!(err.contains("split on feature 99"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Feeds `reports` reports of a steady 10 Mbit/s, 50 ms path (rate variability `cv`: every
+/// other report carries `1 + cv` or `1 - cv` of the rate) and returns the decisions.
+fn run(p: &mut ProbePolicy, current: &mut usize, reports: u64, cv: f64) -> Vec<Decision> {
+    let mut out = Vec::new();
+    for i in 1..=reports {
+        let k = if i.is_multiple_of(2) {
+            1.0 + cv
+        } else {
+            1.0 - cv
+        };
+        let m = Measurement {
+            now_us: 50_000 * i,
+            acked_bytes: (62_500.0 * k) as u64,
+            rtt_us: 50_000,
+            min_rtt_us: 50_000,
+            ..Measurement::default()
+        };
+        let d = p.decide(&Features {
+            measurement: &m,
+            current: *current,
+            candidates: &NAMES,
+            now_us: m.now_us,
+            srtt_us: 50_000,
+            reports: i,
+        });
+        if let Decision::SwitchTo(k) = d {
+            *current = k;
+        }
+        out.push(d);
+    }
+    out
+}
+
+#[test]
+fn a_flow_holds_through_its_probe_then_chooses_once() {
+    let models = Arc::new(
+        ProbeModels::train(
+            &samples(400),
+            ProbeWindow {
+                min_ms: 1_000,
+                rtts: 10,
+            },
+            starts(),
+        )
+        .unwrap(),
+    );
+    let probe = Probe::new(
+        ProbeChoice::Predict {
+            models: models.clone(),
+            margin: DEFAULT_MARGIN,
+        },
+        HashMap::new(),
+    );
+    // A variable delivery rate: Copa's predicted gain (0.3) beats the margin.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(p.initial(), 0, "starts on the default mode's start, bbr");
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.5);
+    // 1 s at 50 ms from the first report: the 21st report ends the probe.
+    assert!(d[..20].iter().all(|d| *d == Decision::Hold), "{d:?}");
+    assert_eq!(d[20], Decision::SwitchTo(1));
+    assert!(d[21..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    assert_eq!(p.chosen(), Some(1));
+    let e = p.explain().unwrap();
+    assert_eq!(e.features.len(), N_FEATURES);
+    assert_eq!(e.scores.len(), NAMES.len());
+
+    // A steady path: every predicted gain is negative, the flow stays.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.0);
+    assert!(d[20..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    assert_eq!(current, 0);
+
+    // A margin larger than any gain keeps every flow on its start.
+    let cautious = Probe::new(
+        ProbeChoice::Predict {
+            models,
+            margin: 1.0,
+        },
+        HashMap::new(),
+    );
+    let mut p = cautious.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.5);
+    assert!(
+        !d.iter().any(|d| matches!(d, Decision::SwitchTo(_))),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn a_choice_is_asked_for_until_the_selector_makes_it() {
+    let models =
+        Arc::new(ProbeModels::train(&samples(400), ProbeWindow::default(), starts()).unwrap());
+    let probe = Probe::new(
+        ProbeChoice::Predict {
+            models,
+            margin: DEFAULT_MARGIN,
+        },
+        HashMap::new(),
+    );
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let m = |i: u64| Measurement {
+        now_us: 50_000 * i,
+        acked_bytes: if i.is_multiple_of(2) { 93_750 } else { 31_250 },
+        rtt_us: 50_000,
+        ..Measurement::default()
+    };
+    let mut last = Decision::Hold;
+    for i in 1..=60 {
+        let r = m(i);
+        // The selector never makes the swap (say, a loss hold): the policy keeps asking.
+        last = p.decide(&Features {
+            measurement: &r,
+            current: 0,
+            candidates: &NAMES,
+            now_us: r.now_us,
+            srtt_us: 50_000,
+            reports: i,
+        });
+    }
+    assert_eq!(last, Decision::SwitchTo(1));
+}
+
+#[test]
+fn a_forced_flow_records_its_probe_and_switches_to_its_target() {
+    let sink = Arc::new(Mutex::new(Vec::new()));
+    let probe = Probe::new(
+        ProbeChoice::Force {
+            window: ProbeWindow {
+                min_ms: 1_000,
+                rtts: 10,
+            },
+            start: "copa".into(),
+            target: "vegas".into(),
+            sink: sink.clone(),
+        },
+        HashMap::new(),
+    );
+    let mut ctx = FlowContext::for_candidates(&NAMES);
+    ctx.sock_id = 7;
+    let mut p = probe.policy(&ctx);
+    assert_eq!(p.initial(), 1);
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 30, 0.0);
+    assert_eq!(d[20], Decision::SwitchTo(2));
+    assert_eq!(current, 2);
+    let recs = sink.lock().unwrap().clone();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].sock_id, 7);
+    assert_eq!(recs[0].at_us, 21 * 50_000);
+    assert!((recs[0].features[0] - 50.0).abs() < 1e-9);
+    // Forced to its own start: it stays, and still records.
+    let stay = Probe::new(
+        ProbeChoice::Force {
+            window: ProbeWindow::default(),
+            start: "copa".into(),
+            target: "copa".into(),
+            sink: sink.clone(),
+        },
+        HashMap::new(),
+    );
+    let mut p = stay.policy(&ctx);
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 60, 0.0);
+    assert!(!d.iter().any(|d| matches!(d, Decision::SwitchTo(_))));
+    assert_eq!(sink.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn the_preference_mode_comes_from_the_port() {
+    let models = Arc::new(
+        ProbeModels::train(&samples(400), ProbeWindow::default(), {
+            let mut s = starts();
+            s.insert(Mode::Delay, "vegas".into());
+            s
+        })
+        .unwrap(),
+    );
+    let probe = Probe::new(
+        ProbeChoice::Predict {
+            models,
+            margin: DEFAULT_MARGIN,
+        },
+        HashMap::from([(5001, Mode::Delay)]),
+    );
+    let mut ctx = FlowContext::for_candidates(&NAMES);
+    ctx.dst_port = 5001;
+    let p = probe.policy(&ctx);
+    assert_eq!(p.mode(), Mode::Delay);
+    assert_eq!(p.initial(), 2);
+    ctx.dst_port = 80;
+    let p = probe.policy(&ctx);
+    assert_eq!(p.mode(), Mode::Default);
+    assert_eq!(p.initial(), 0);
+}
