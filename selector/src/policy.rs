@@ -86,6 +86,20 @@ pub trait SelectionPolicy: Send {
     }
 }
 
+/// The index of the highest of `scores`, `current` on ties with it (and when `scores` is empty
+/// or `current` is out of range, the highest after `current`'s missing score, which counts as
+/// negative infinity).
+pub(crate) fn argmax_from(scores: &[f64], current: usize) -> usize {
+    let at = |i: usize| scores.get(i).copied().unwrap_or(f64::NEG_INFINITY);
+    let mut best = current;
+    for (i, s) in scores.iter().enumerate() {
+        if *s > at(best) {
+            best = i;
+        }
+    }
+    best
+}
+
 /// `static:<cca>`: starts on one candidate and never switches (the baseline).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StaticPolicy {

@@ -252,13 +252,7 @@ impl AntelopePolicy {
             Choose::Predict => {
                 let models = self.shared.models();
                 models.predict(self.mode, &self.names, features, &mut self.scores);
-                let mut best = current;
-                for (i, s) in self.scores.iter().enumerate() {
-                    let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
-                    if *s > top {
-                        best = i;
-                    }
-                }
+                let best = crate::policy::argmax_from(&self.scores, current);
                 let now = self
                     .scores
                     .get(current)

@@ -290,11 +290,10 @@ impl ModelSet {
 
     /// Writes the set to `dir` (created if needed).
     pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| ModelError::Io { path, source }
-        };
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let mut manifest = Manifest {
             format: "antelope-models".into(),
             format_version: MODEL_FORMAT_VERSION,
@@ -319,12 +318,7 @@ impl ModelSet {
             .flat_map(|(m, bs)| bs.iter().map(move |(c, b)| (m, c, b)))
         {
             let file = format!("{}-{cca}.json", mode.name());
-            let path = dir.join(&file);
-            let json = b.json_dump().map_err(|e| ModelError::Booster {
-                path: path.clone(),
-                msg: e.to_string(),
-            })?;
-            std::fs::write(&path, json).map_err(io(&path))?;
+            write_booster(&dir.join(&file), b)?;
             manifest
                 .models
                 .entry(mode.name().into())
@@ -336,25 +330,13 @@ impl ModelSet {
                 .or_default()
                 .insert(cca.clone(), self.samples(*mode, cca));
         }
-        let path = dir.join("manifest.json");
-        let text = serde_json::to_string_pretty(&manifest).map_err(|e| ModelError::Manifest {
-            path: path.clone(),
-            msg: e.to_string(),
-        })?;
-        std::fs::write(&path, text).map_err(io(&path))
+        write_manifest(&dir.join("manifest.json"), &manifest)
     }
 
     /// Reads a set written by [`ModelSet::save`], checking format and feature schema.
     pub fn load(dir: &Path) -> Result<Self, ModelError> {
         let path = dir.join("manifest.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| ModelError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| ModelError::Manifest {
-            path: path.clone(),
-            msg: e.to_string(),
-        })?;
+        let manifest: Manifest = read_manifest(&path)?;
         if manifest.format != "antelope-models" {
             return Err(ModelError::Manifest {
                 path,
@@ -413,19 +395,7 @@ impl ModelSet {
                 });
             };
             for (cca, file) in files {
-                let bpath = dir.join(file);
-                let json = std::fs::read_to_string(&bpath).map_err(|source| ModelError::Io {
-                    path: bpath.clone(),
-                    source,
-                })?;
-                let b = GradientBooster::from_json(&json).map_err(|e| ModelError::Booster {
-                    path: bpath.clone(),
-                    msg: e.to_string(),
-                })?;
-                check_trees(&b, FEATURE_NAMES.len()).map_err(|msg| ModelError::Booster {
-                    path: bpath.clone(),
-                    msg,
-                })?;
+                let b = read_booster(&dir.join(file), FEATURE_NAMES.len())?;
                 let n = manifest
                     .samples
                     .get(mode_name)
@@ -450,12 +420,64 @@ pub fn rewards(unit: &super::unit::UnitStats) -> [f64; 3] {
     Mode::ALL.map(|m| reward(unit, m))
 }
 
+/// Reads and parses a model set's JSON manifest.
+pub(crate) fn read_manifest<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ModelError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| ModelError::Manifest {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })
+}
+
+/// Writes a model set's manifest as pretty JSON.
+pub(crate) fn write_manifest<T: Serialize>(path: &Path, manifest: &T) -> Result<(), ModelError> {
+    let text = serde_json::to_string_pretty(manifest).map_err(|e| ModelError::Manifest {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })?;
+    std::fs::write(path, text).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Writes one booster's forust JSON.
+pub(crate) fn write_booster(path: &Path, b: &GradientBooster) -> Result<(), ModelError> {
+    let json = b.json_dump().map_err(|e| ModelError::Booster {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })?;
+    std::fs::write(path, json).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads one booster and checks that every tree can be evaluated over `n_features` features
+/// ([`check_trees`]).
+pub(crate) fn read_booster(path: &Path, n_features: usize) -> Result<GradientBooster, ModelError> {
+    let booster = |msg: String| ModelError::Booster {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let json = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let b = GradientBooster::from_json(&json).map_err(|e| booster(e.to_string()))?;
+    check_trees(&b, n_features).map_err(booster)?;
+    Ok(b)
+}
+
 /// Checks that a booster read from a file can be evaluated: forust-ml walks each tree from node
 /// 0 by child index until a leaf, without bounds or cycle checks, so a file whose tree points
 /// backwards (or at itself) makes `predict` loop forever and one past the end panics. Every
 /// split must name one of the model's features and point forward to existing nodes (forust
 /// numbers children after their parent), and every leaf weight must be finite.
-pub(crate) fn check_trees(b: &GradientBooster, n_features: usize) -> Result<(), String> {
+fn check_trees(b: &GradientBooster, n_features: usize) -> Result<(), String> {
     for (t, tree) in b.trees.iter().enumerate() {
         if tree.nodes.is_empty() {
             return Err(format!("tree {t} has no nodes"));

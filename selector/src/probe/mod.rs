@@ -163,12 +163,7 @@ impl ProbePolicy {
         match &self.choice {
             ProbeChoice::Predict { models, margin } => {
                 models.predict(self.mode, &self.names, &x, &mut self.scores);
-                let mut best = current;
-                for (i, s) in self.scores.iter().enumerate() {
-                    if *s > self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY) {
-                        best = i;
-                    }
-                }
+                let best = crate::policy::argmax_from(&self.scores, current);
                 let now = self
                     .scores
                     .get(current)

@@ -20,7 +20,9 @@ use forust_ml::{GradientBooster, Matrix};
 use serde::{Deserialize, Serialize};
 
 use super::features::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES, ProbeWindow};
-use crate::antelope::model::{ModelError, check_trees};
+use crate::antelope::model::{
+    ModelError, read_booster, read_manifest, write_booster, write_manifest,
+};
 use crate::antelope::reward::Mode;
 
 /// Format name in `manifest.json`.
@@ -216,11 +218,10 @@ impl ProbeModels {
 
     /// Writes the set to `dir` (created if needed).
     pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| ModelError::Io { path, source }
-        };
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let mut manifest = Manifest {
             format: FORMAT.into(),
             format_version: FORMAT_VERSION,
@@ -240,12 +241,7 @@ impl ProbeModels {
         for (mode, models) in &self.models {
             for (cca, b) in models {
                 let file = format!("{}-{cca}.json", mode.name());
-                let path = dir.join(&file);
-                let json = b.json_dump().map_err(|e| ModelError::Booster {
-                    path: path.clone(),
-                    msg: e.to_string(),
-                })?;
-                std::fs::write(&path, json).map_err(io(&path))?;
+                write_booster(&dir.join(&file), b)?;
                 manifest
                     .models
                     .entry(mode.name().into())
@@ -258,25 +254,13 @@ impl ProbeModels {
                     .insert(cca.clone(), self.samples(*mode, cca));
             }
         }
-        let path = dir.join("manifest.json");
-        let text = serde_json::to_string_pretty(&manifest).map_err(|e| ModelError::Manifest {
-            path: path.clone(),
-            msg: e.to_string(),
-        })?;
-        std::fs::write(&path, text).map_err(io(&path))
+        write_manifest(&dir.join("manifest.json"), &manifest)
     }
 
     /// Reads a set written by [`ProbeModels::save`], checking format, feature schema and trees.
     pub fn load(dir: &Path) -> Result<Self, ModelError> {
         let path = dir.join("manifest.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| ModelError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| ModelError::Manifest {
-            path: path.clone(),
-            msg: e.to_string(),
-        })?;
+        let manifest: Manifest = read_manifest(&path)?;
         if manifest.format != FORMAT {
             return Err(ModelError::Manifest {
                 path,
@@ -330,17 +314,7 @@ impl ProbeModels {
         for (mode_name, files) in &manifest.models {
             let mode = mode_of(mode_name, "models")?;
             for (cca, file) in files {
-                let bpath = dir.join(file);
-                let json = std::fs::read_to_string(&bpath).map_err(|source| ModelError::Io {
-                    path: bpath.clone(),
-                    source,
-                })?;
-                let booster = |msg: String| ModelError::Booster {
-                    path: bpath.clone(),
-                    msg,
-                };
-                let b = GradientBooster::from_json(&json).map_err(|e| booster(e.to_string()))?;
-                check_trees(&b, N_FEATURES).map_err(booster)?;
+                let b = read_booster(&dir.join(file), N_FEATURES)?;
                 let n = manifest
                     .samples
                     .get(mode_name)
