@@ -148,7 +148,7 @@ test: deps venv models
 bench: deps
 	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent -p ccp-algorithms
 
-# ns-3 beside the simulator (docs/calibration.md, "ns-3 beside the simulator"), optional and not
+# ns-3 beside the simulator (docs/calibration-ns3.md), optional and not
 # part of `make test` (whose ns-3 test runs only when ns-3 is installed): Debian's ns-3 3.37 and
 # the program that runs one calibration condition through its TCP models.
 NS3_PACKAGES := ns3 libns3-dev g++ pkg-config

@@ -1,7 +1,7 @@
 // One condition of the `calibrate-tcp` scenario (eval/scenarios/calibrate-tcp.toml) through
 // ns-3's TCP models, measured the way the kernel testbed measures (datapath/src/kernel/testbed),
-// printed as one row of `results.csv` (eval/src/results.rs). docs/calibration.md, section
-// "ns-3 beside the simulator", says how the rows compare with the kernel's.
+// printed as one row of `results.csv` (eval/src/results.rs). docs/calibration-ns3.md says
+// how the rows compare with the kernel's.
 //
 // The path is the testbed's:
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""ns-3's agreement with the kernel beside the simulator's (docs/calibration.md, "ns-3 beside
-the simulator"): the counts of `ccp-eval agree` (utilization within 5 %, p95 srtt within 10 %,
+"""ns-3's agreement with the kernel beside the simulator's (docs/calibration-ns3.md): the
+counts of `ccp-eval agree` (utilization within 5 %, p95 srtt within 10 %,
 both) for both, per scheme, and the cells where ns-3 is closer to the kernel than the simulator.
 
     python3 eval/ns3/compare.py --sim results/ctcp-sim --ns3 results/ctcp-ns3 \\

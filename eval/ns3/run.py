@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Runs a scenario's conditions through ns-3's TCP models (eval/ns3/calibrate.cc) and writes
 `results.csv` in ccp-eval's schema, so `ccp-eval agree --sim DIR --kernel ...` compares ns-3
-with the kernel testbed as it compares the simulator (docs/calibration.md, "ns-3 beside the
-simulator").
+with the kernel testbed as it compares the simulator (docs/calibration-ns3.md).
 
     python3 eval/ns3/run.py --out results/ctcp-ns3                  # calibrate-tcp, seeds 1-2
     python3 eval/ns3/run.py eval/scenarios/calibrate-tcp.toml --jobs 2 --out DIR

@@ -1,4 +1,4 @@
-//! The ns-3 comparison (`eval/ns3/`, `docs/calibration.md` "ns-3 beside the simulator"): its
+//! The ns-3 comparison (`eval/ns3/`, `docs/calibration-ns3.md`): its
 //! driver runs two calibration conditions through ns-3's TCP models and writes a `results.csv`
 //! that `ccp-eval agree` reads, with the path's physics in it (a full link and a full buffer
 //! on a loss-free path, the random loss rate and a loss-limited rate on a lossy one), and its
