@@ -37,6 +37,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-train.toml"),
     ),
     (
+        "competition-train",
+        include_str!("../scenarios/competition-train.toml"),
+    ),
+    (
         "selection-kernel",
         include_str!("../scenarios/selection-kernel.toml"),
     ),
