@@ -5,7 +5,7 @@
 //! at load time (and a reload keeps the previous policy), never at flow creation.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ccp_selector::antelope::model::{OBJECTIVE_ANTELOPE, OBJECTIVE_OUTCOME};
@@ -64,6 +64,23 @@ pub enum PolicyError {
         /// Why.
         message: String,
     },
+}
+
+/// A learned policy's model cannot be used.
+fn model_error(policy: &str, message: String) -> PolicyError {
+    PolicyError::Model {
+        policy: policy.to_string(),
+        message,
+    }
+}
+
+impl PolicyContext<'_> {
+    /// `<selector.models>/<rel>`: where `policy` reads its model.
+    fn model_path(&self, policy: &str, rel: impl AsRef<Path>) -> Result<PathBuf, PolicyError> {
+        self.models
+            .map(|m| m.join(rel))
+            .ok_or_else(|| model_error(policy, "selector.models is not set".into()))
+    }
 }
 
 /// Builds the factory for `spec` (`name` or `name:argument`).
@@ -141,14 +158,8 @@ fn rein(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
 /// every flow becomes a sample and an [`OnlineLearner`] refits the models in the background;
 /// it lives as long as this (re)load's factory.
 fn learned(objective: &str, ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
-    let model_err = |message: String| PolicyError::Model {
-        policy: objective.to_string(),
-        message,
-    };
-    let dir = ctx
-        .models
-        .ok_or_else(|| model_err("selector.models is not set".into()))?
-        .join(objective);
+    let model_err = |message: String| model_error(objective, message);
+    let dir = ctx.model_path(objective, objective)?;
     let models = ModelSet::load(&dir).map_err(|e| model_err(e.to_string()))?;
     if models.objective != objective {
         return Err(model_err(format!(
@@ -214,14 +225,8 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 /// decision and no dwell to deploy it as evaluated (the loss hold may stay).
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     use ccp_selector::probe::{DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels};
-    let model_err = |message: String| PolicyError::Model {
-        policy: "probe".to_string(),
-        message,
-    };
-    let dir = ctx
-        .models
-        .ok_or_else(|| model_err("selector.models is not set".into()))?
-        .join("probe");
+    let model_err = |message: String| model_error("probe", message);
+    let dir = ctx.model_path("probe", "probe")?;
     let models = ProbeModels::load(&dir).map_err(|e| model_err(e.to_string()))?;
     let shared = Probe::new(
         ProbeChoice::Predict {
@@ -239,14 +244,8 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
 /// run with ONNX Runtime (located by `ORT_DYLIB_PATH` or the workspace `.venv`); flows start on
 /// the first candidate.
 fn onnx(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
-    let model_err = |message: String| PolicyError::Model {
-        policy: "onnx".to_string(),
-        message,
-    };
-    let path = ctx
-        .models
-        .ok_or_else(|| model_err("selector.models is not set".into()))?
-        .join("onnx/policy.onnx");
+    let model_err = |message: String| model_error("onnx", message);
+    let path = ctx.model_path("onnx", "onnx/policy.onnx")?;
     let model = ccp_selector::OnnxModel::load(&path, ctx.candidates)
         .map_err(|e| model_err(e.to_string()))?;
     Ok(ccp_selector::OnnxPolicy::factory(Arc::new(model), 0))
@@ -257,14 +256,8 @@ fn onnx(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
 /// from their identity. The model was trained with every decision taking effect: configure
 /// `selector.hysteresis` with one agreeing decision and no dwell to deploy it as trained.
 fn tcprl(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
-    let model_err = |message: String| PolicyError::Model {
-        policy: "tcprl".to_string(),
-        message,
-    };
-    let path = ctx
-        .models
-        .ok_or_else(|| model_err("selector.models is not set".into()))?
-        .join("tcprl/tcprl.json");
+    let model_err = |message: String| model_error("tcprl", message);
+    let path = ctx.model_path("tcprl", "tcprl/tcprl.json")?;
     let model = ccp_selector::tcprl::TcpRlModel::load(&path, ctx.candidates)
         .map_err(|e| model_err(e.to_string()))?;
     Ok(ccp_selector::tcprl::TcpRlPolicy::factory(Arc::new(model)))

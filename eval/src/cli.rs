@@ -370,16 +370,10 @@ fn gen_data_probe(scenario: &Scenario, out: &Path, jobs: usize, args: &ProbeArgs
         .map(crate::probe::read_meta)
         .transpose()
     {
-        Ok(Some(m)) => {
-            let modes = m
-                .starts
-                .iter()
-                .filter_map(|(k, v)| {
-                    ccp_selector::antelope::Mode::parse(k).map(|mode| (mode, v.clone()))
-                })
-                .collect();
-            (m.window, Some(modes))
-        }
+        Ok(Some(m)) => match m.starts_by_mode() {
+            Ok(starts) => (m.window, Some(starts)),
+            Err(e) => return fail(2, &e),
+        },
         Ok(None) => (ccp_selector::probe::ProbeWindow::default(), None),
         Err(e) => return fail(2, &e),
     };

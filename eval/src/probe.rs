@@ -71,15 +71,18 @@ fn names(starts: &BTreeMap<Mode, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn modes(starts: &BTreeMap<String, String>) -> Result<BTreeMap<Mode, String>, String> {
-    starts
-        .iter()
-        .map(|(m, c)| {
-            Mode::parse(m)
-                .map(|m| (m, c.clone()))
-                .ok_or_else(|| format!("unknown mode `{m}`"))
-        })
-        .collect()
+impl ProbeMeta {
+    /// The starts by preference mode (an unknown mode name is an error).
+    pub fn starts_by_mode(&self) -> Result<BTreeMap<Mode, String>, String> {
+        self.starts
+            .iter()
+            .map(|(m, c)| {
+                Mode::parse(m)
+                    .map(|m| (m, c.clone()))
+                    .ok_or_else(|| format!("unknown mode `{m}`"))
+            })
+            .collect()
+    }
 }
 
 /// Reads the starts of an earlier `gen-data --kind probe` (its directory or its `probe.json`).
@@ -92,7 +95,8 @@ pub fn read_meta(path: &Path) -> Result<ProbeMeta, String> {
     let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     let meta: ProbeMeta =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-    modes(&meta.starts).map_err(|e| format!("{}: {e}", file.display()))?;
+    meta.starts_by_mode()
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     if !meta.starts.contains_key(Mode::Default.name()) {
         return Err(format!("{}: no start for the default mode", file.display()));
     }
@@ -345,7 +349,7 @@ pub fn train(data: &[PathBuf], out: &Path) -> Result<String, String> {
         samples.extend(gains(&rows));
     }
     let meta = meta.ok_or("no data directory")?;
-    let starts = modes(&meta.starts)?;
+    let starts = meta.starts_by_mode()?;
     let models =
         ProbeModels::train(&samples, meta.window, starts.clone()).map_err(|e| e.to_string())?;
     models.save(out).map_err(|e| e.to_string())?;

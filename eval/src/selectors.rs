@@ -23,8 +23,8 @@ use ccp_selector::onnx::FeatureWindow;
 use ccp_selector::probe::{self, Probe, ProbeChoice, ProbeModels, ProbeRecord, ProbeWindow};
 use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
 use ccp_selector::{
-    FlowContext, HysteresisConfig, ReinPolicy, SelectionPolicy, Selector, SelectorFlow,
-    SelectorLog, StaticPolicy,
+    FlowContext, HysteresisConfig, PolicyFactory, ReinPolicy, SelectionPolicy, Selector,
+    SelectorFlow, SelectorLog, StaticPolicy,
 };
 use ccp_selector::{OnnxModel, OnnxPolicy};
 use portus::ipc::Ipc;
@@ -435,13 +435,7 @@ fn probing(choice: ProbeChoice, log: &Arc<SelectorLog>, port: Option<u16>) -> Se
     let shared = Probe::new(choice, preferences());
     Selector::new(
         candidates(),
-        Arc::new(move |ctx: &FlowContext<'_>| {
-            let mut ctx = *ctx;
-            if let Some(p) = port {
-                ctx.dst_port = u32::from(p);
-            }
-            Box::new(shared.policy(&ctx)) as _
-        }),
+        on_port(port, move |ctx| Box::new(shared.policy(ctx))),
     )
     .with_hysteresis(probe_hysteresis())
     .with_log(log.clone())
@@ -462,15 +456,24 @@ fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>, port: Option<u16>) -> 
     let shared = Antelope::new(config, models);
     Selector::new(
         candidates(),
-        Arc::new(move |ctx: &FlowContext<'_>| {
-            let mut ctx = *ctx;
-            if let Some(p) = port {
-                ctx.dst_port = u32::from(p);
-            }
-            Box::new(shared.policy(&ctx)) as _
-        }),
+        on_port(port, move |ctx| Box::new(shared.policy(ctx))),
     )
     .with_log(log.clone())
+}
+
+/// A policy factory over `make` whose flows see `port`, if given, as their destination port
+/// (see [`build_for`]).
+fn on_port<F>(port: Option<u16>, make: F) -> PolicyFactory
+where
+    F: Fn(&FlowContext<'_>) -> Box<dyn SelectionPolicy> + Send + Sync + 'static,
+{
+    Arc::new(move |ctx: &FlowContext<'_>| {
+        let mut ctx = *ctx;
+        if let Some(p) = port {
+            ctx.dst_port = u32::from(p);
+        }
+        make(&ctx)
+    })
 }
 
 /// Builds the selector schemes for one run ([`build_for`] with the flows' own ports).

@@ -40,19 +40,7 @@ fn the_simulator_stays_within_bounds_of_the_kernel_in_72_of_80_cells_and_10_of_1
     let both = |c: &&agree::Cell| c.util_ok() && c.rtt_ok();
     let lossy = cells.iter().filter(|c| c.loss > 0.0).filter(both).count();
     let clean = cells.iter().filter(|c| c.loss == 0.0).filter(both).count();
-    let misses: Vec<String> = cells
-        .iter()
-        .filter(|c| !both(c))
-        .map(|c| {
-            format!(
-                "{} {}: utilization {:+.1} %, p95 srtt {:+.1} %",
-                c.condition,
-                c.scheme,
-                100.0 * c.util_gap(),
-                100.0 * c.rtt_gap()
-            )
-        })
-        .collect();
+    let misses = outside_bounds(&cells);
     // docs/calibration.md, third pass: 36 loss-free and 36 lossy cells within both bounds.
     assert!(
         clean >= 36 && lossy >= 36,
@@ -75,23 +63,29 @@ fn the_simulator_stays_within_bounds_of_the_kernel_in_72_of_80_cells_and_10_of_1
         .collect();
     assert_eq!(cells.len(), 16, "every native-bbr cell has both sides");
     let within = cells.iter().filter(both).count();
-    let misses: Vec<String> = cells
-        .iter()
-        .filter(|c| !both(c))
-        .map(|c| {
-            format!(
-                "{}: utilization {:+.1} %, p95 srtt {:+.1} %",
-                c.condition,
-                100.0 * c.util_gap(),
-                100.0 * c.rtt_gap()
-            )
-        })
-        .collect();
+    let misses = outside_bounds(&cells);
     assert!(
         within >= NATIVE_BBR_WITHIN,
         "native-bbr within both bounds: {within}/16; misses:\n{}",
         misses.join("\n")
     );
+}
+
+/// The cells outside either bound, one line each.
+fn outside_bounds(cells: &[agree::Cell]) -> Vec<String> {
+    cells
+        .iter()
+        .filter(|c| !(c.util_ok() && c.rtt_ok()))
+        .map(|c| {
+            format!(
+                "{} {}: utilization {:+.1} %, p95 srtt {:+.1} %",
+                c.condition,
+                c.scheme,
+                100.0 * c.util_gap(),
+                100.0 * c.rtt_gap()
+            )
+        })
+        .collect()
 }
 
 /// Cells of the kernel's own BBR within both bounds of our CCP BBR in the simulator.

@@ -38,6 +38,7 @@
 //! `ccp-eval` (`gen-data`, `train`, `docs/selector.md`).
 
 pub mod antelope;
+mod boosters;
 pub mod hysteresis;
 pub mod onnx;
 pub mod policy;

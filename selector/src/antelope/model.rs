@@ -23,6 +23,7 @@ use thiserror::Error;
 use super::reward::{Mode, reward};
 use super::samples::Sample;
 use super::unit::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION};
+use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
 
 /// Format version of `manifest.json`.
 pub const MODEL_FORMAT_VERSION: u32 = 1;
@@ -107,9 +108,9 @@ struct Manifest {
     trees: usize,
     depth: usize,
     /// mode name -> candidate -> booster file (relative to the directory).
-    models: BTreeMap<String, BTreeMap<String, String>>,
+    models: Table<String>,
     /// mode name -> candidate -> samples fitted.
-    samples: BTreeMap<String, BTreeMap<String, usize>>,
+    samples: Table<usize>,
 }
 
 fn antelope_objective() -> String {
@@ -124,8 +125,7 @@ pub const OBJECTIVE_OUTCOME: &str = "outcome";
 /// Every reward model of one deployment: per mode, per candidate name.
 #[derive(Default)]
 pub struct ModelSet {
-    models: BTreeMap<Mode, BTreeMap<String, GradientBooster>>,
-    samples: BTreeMap<Mode, BTreeMap<String, usize>>,
+    boosters: Boosters,
     /// Data-unit size the models were trained with.
     pub acks_per_unit: u32,
     /// What the models predict ([`OBJECTIVE_ANTELOPE`] or [`OBJECTIVE_OUTCOME`]).
@@ -141,24 +141,13 @@ pub struct ModelSet {
 impl std::fmt::Debug for ModelSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModelSet")
-            .field("samples", &self.samples)
+            .field("samples", &self.boosters)
             .field("acks_per_unit", &self.acks_per_unit)
             .finish_non_exhaustive()
     }
 }
 
 impl ModelSet {
-    fn insert(&mut self, mode: Mode, cca: &str, b: GradientBooster, n: usize) {
-        self.models
-            .entry(mode)
-            .or_default()
-            .insert(cca.to_string(), b);
-        self.samples
-            .entry(mode)
-            .or_default()
-            .insert(cca.to_string(), n);
-    }
-
     /// Fits one booster per (mode, candidate) with at least [`MIN_SAMPLES`] samples, for
     /// Antelope's objective.
     pub fn train(samples: &[Sample], acks_per_unit: u32) -> Result<Self, ModelError> {
@@ -227,10 +216,10 @@ impl ModelSet {
                         path: PathBuf::from(format!("<training {}/{cca}>", mode.name())),
                         msg: e.to_string(),
                     })?;
-                set.insert(mode, cca, b, n);
+                set.boosters.insert(mode, cca, b, n);
             }
         }
-        if set.models.is_empty() {
+        if set.boosters.is_empty() {
             return Err(ModelError::NoData(MIN_SAMPLES));
         }
         Ok(set)
@@ -238,19 +227,12 @@ impl ModelSet {
 
     /// Candidates with a model for `mode`.
     pub fn candidates(&self, mode: Mode) -> Vec<&str> {
-        self.models
-            .get(&mode)
-            .map(|m| m.keys().map(String::as_str).collect())
-            .unwrap_or_default()
+        self.boosters.candidates(mode)
     }
 
     /// Samples the (mode, candidate) model was fit on (0: no model).
     pub fn samples(&self, mode: Mode, candidate: &str) -> usize {
-        self.samples
-            .get(&mode)
-            .and_then(|m| m.get(candidate))
-            .copied()
-            .unwrap_or(0)
+        self.boosters.samples(mode, candidate)
     }
 
     /// Where a flow of `mode` starts when nothing is known about its destination: the mode's
@@ -264,7 +246,7 @@ impl ModelSet {
 
     /// The booster for (mode, candidate), if any.
     pub fn model(&self, mode: Mode, candidate: &str) -> Option<&GradientBooster> {
-        self.models.get(&mode).and_then(|m| m.get(candidate))
+        self.boosters.of(mode).and_then(|m| m.get(candidate))
     }
 
     /// Predicted next-unit reward of each candidate in `names` (in that order) under `mode`
@@ -275,9 +257,9 @@ impl ModelSet {
         out.clear();
         let m = Matrix::new(features, 1, FEATURE_NAMES.len());
         let models = self
-            .models
-            .get(&mode)
-            .or_else(|| self.models.get(&Mode::Default));
+            .boosters
+            .of(mode)
+            .or_else(|| self.boosters.of(Mode::Default));
         for name in names {
             let score = models
                 .and_then(|ms| ms.get(*name))
@@ -294,7 +276,8 @@ impl ModelSet {
             path: dir.to_path_buf(),
             source,
         })?;
-        let mut manifest = Manifest {
+        let (models, samples) = self.boosters.write(dir)?;
+        let manifest = Manifest {
             format: "antelope-models".into(),
             format_version: MODEL_FORMAT_VERSION,
             objective: self.objective.clone(),
@@ -309,27 +292,9 @@ impl ModelSet {
                 .collect(),
             trees: TREES,
             depth: DEPTH,
-            models: BTreeMap::new(),
-            samples: BTreeMap::new(),
+            models,
+            samples,
         };
-        for (mode, cca, b) in self
-            .models
-            .iter()
-            .flat_map(|(m, bs)| bs.iter().map(move |(c, b)| (m, c, b)))
-        {
-            let file = format!("{}-{cca}.json", mode.name());
-            write_booster(&dir.join(&file), b)?;
-            manifest
-                .models
-                .entry(mode.name().into())
-                .or_default()
-                .insert(cca.clone(), file);
-            manifest
-                .samples
-                .entry(mode.name().into())
-                .or_default()
-                .insert(cca.clone(), self.samples(*mode, cca));
-        }
         write_manifest(&dir.join("manifest.json"), &manifest)
     }
 
@@ -387,30 +352,13 @@ impl ModelSet {
             };
             set.start_by_mode.insert(mode, cca.clone());
         }
-        for (mode_name, files) in &manifest.models {
-            let Some(mode) = Mode::parse(mode_name) else {
-                return Err(ModelError::Manifest {
-                    path,
-                    msg: format!("unknown mode `{mode_name}`"),
-                });
-            };
-            for (cca, file) in files {
-                let b = read_booster(&dir.join(file), FEATURE_NAMES.len())?;
-                let n = manifest
-                    .samples
-                    .get(mode_name)
-                    .and_then(|m| m.get(cca))
-                    .copied()
-                    .unwrap_or(0);
-                set.insert(mode, cca, b, n);
-            }
-        }
-        if set.models.is_empty() {
-            return Err(ModelError::Manifest {
-                path,
-                msg: "no models listed".into(),
-            });
-        }
+        set.boosters = Boosters::read(
+            dir,
+            &path,
+            &manifest.models,
+            &manifest.samples,
+            FEATURE_NAMES.len(),
+        )?;
         Ok(set)
     }
 }
@@ -418,96 +366,4 @@ impl ModelSet {
 /// The reward of a unit under every mode, in [`Mode::ALL`] order.
 pub fn rewards(unit: &super::unit::UnitStats) -> [f64; 3] {
     Mode::ALL.map(|m| reward(unit, m))
-}
-
-/// Reads and parses a model set's JSON manifest.
-pub(crate) fn read_manifest<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ModelError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|e| ModelError::Manifest {
-        path: path.to_path_buf(),
-        msg: e.to_string(),
-    })
-}
-
-/// Writes a model set's manifest as pretty JSON.
-pub(crate) fn write_manifest<T: Serialize>(path: &Path, manifest: &T) -> Result<(), ModelError> {
-    let text = serde_json::to_string_pretty(manifest).map_err(|e| ModelError::Manifest {
-        path: path.to_path_buf(),
-        msg: e.to_string(),
-    })?;
-    std::fs::write(path, text).map_err(|source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// Writes one booster's forust JSON.
-pub(crate) fn write_booster(path: &Path, b: &GradientBooster) -> Result<(), ModelError> {
-    let json = b.json_dump().map_err(|e| ModelError::Booster {
-        path: path.to_path_buf(),
-        msg: e.to_string(),
-    })?;
-    std::fs::write(path, json).map_err(|source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// Reads one booster and checks that every tree can be evaluated over `n_features` features
-/// ([`check_trees`]).
-pub(crate) fn read_booster(path: &Path, n_features: usize) -> Result<GradientBooster, ModelError> {
-    let booster = |msg: String| ModelError::Booster {
-        path: path.to_path_buf(),
-        msg,
-    };
-    let json = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let b = GradientBooster::from_json(&json).map_err(|e| booster(e.to_string()))?;
-    check_trees(&b, n_features).map_err(booster)?;
-    Ok(b)
-}
-
-/// Checks that a booster read from a file can be evaluated: forust-ml walks each tree from node
-/// 0 by child index until a leaf, without bounds or cycle checks, so a file whose tree points
-/// backwards (or at itself) makes `predict` loop forever and one past the end panics. Every
-/// split must name one of the model's features and point forward to existing nodes (forust
-/// numbers children after their parent), and every leaf weight must be finite.
-fn check_trees(b: &GradientBooster, n_features: usize) -> Result<(), String> {
-    for (t, tree) in b.trees.iter().enumerate() {
-        if tree.nodes.is_empty() {
-            return Err(format!("tree {t} has no nodes"));
-        }
-        let len = tree.nodes.len();
-        for (i, node) in tree.nodes.iter().enumerate() {
-            if node.is_leaf {
-                if !node.weight_value.is_finite() {
-                    return Err(format!("tree {t}, node {i}: leaf weight is not finite"));
-                }
-                continue;
-            }
-            if node.split_feature >= n_features {
-                return Err(format!(
-                    "tree {t}, node {i}: split on feature {} of {n_features}",
-                    node.split_feature
-                ));
-            }
-            for (what, child) in [
-                ("left", node.left_child),
-                ("right", node.right_child),
-                ("missing", node.missing_node),
-            ] {
-                if child <= i || child >= len {
-                    return Err(format!(
-                        "tree {t}, node {i}: {what} child {child} is not a later node of {len}"
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
 }

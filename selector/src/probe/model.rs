@@ -20,10 +20,9 @@ use forust_ml::{GradientBooster, Matrix};
 use serde::{Deserialize, Serialize};
 
 use super::features::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES, ProbeWindow};
-use crate::antelope::model::{
-    ModelError, read_booster, read_manifest, write_booster, write_manifest,
-};
+use crate::antelope::model::ModelError;
 use crate::antelope::reward::Mode;
+use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
 
 /// Format name in `manifest.json`.
 pub const FORMAT: &str = "probe-models";
@@ -65,9 +64,9 @@ struct Manifest {
     trees: usize,
     depth: usize,
     /// mode name -> candidate -> booster file (relative to the directory).
-    models: BTreeMap<String, BTreeMap<String, String>>,
+    models: Table<String>,
     /// mode name -> candidate -> samples fitted.
-    samples: BTreeMap<String, BTreeMap<String, usize>>,
+    samples: Table<usize>,
 }
 
 /// The probe's models for every mode.
@@ -77,8 +76,7 @@ pub struct ProbeModels {
     pub window: ProbeWindow,
     /// Per mode: the candidate a flow starts (and is probed) on.
     pub starts: BTreeMap<Mode, String>,
-    models: BTreeMap<Mode, BTreeMap<String, GradientBooster>>,
-    samples: BTreeMap<Mode, BTreeMap<String, usize>>,
+    boosters: Boosters,
 }
 
 impl std::fmt::Debug for ProbeModels {
@@ -86,7 +84,7 @@ impl std::fmt::Debug for ProbeModels {
         f.debug_struct("ProbeModels")
             .field("window", &self.window)
             .field("starts", &self.starts)
-            .field("samples", &self.samples)
+            .field("samples", &self.boosters)
             .finish_non_exhaustive()
     }
 }
@@ -141,23 +139,12 @@ impl ProbeModels {
                     path: PathBuf::from(format!("<training {}/{target}>", mode.name())),
                     msg: e.to_string(),
                 })?;
-            set.insert(mode, target, b, n);
+            set.boosters.insert(mode, target, b, n);
         }
-        if set.models.is_empty() {
+        if set.boosters.is_empty() {
             return Err(ModelError::NoData(MIN_SAMPLES));
         }
         Ok(set)
-    }
-
-    fn insert(&mut self, mode: Mode, cca: &str, b: GradientBooster, n: usize) {
-        self.models
-            .entry(mode)
-            .or_default()
-            .insert(cca.to_string(), b);
-        self.samples
-            .entry(mode)
-            .or_default()
-            .insert(cca.to_string(), n);
     }
 
     /// Where a flow of `mode` starts (the default mode's start for a mode without its own).
@@ -170,19 +157,12 @@ impl ProbeModels {
 
     /// Candidates with a model for `mode`.
     pub fn candidates(&self, mode: Mode) -> Vec<&str> {
-        self.models
-            .get(&mode)
-            .map(|m| m.keys().map(String::as_str).collect())
-            .unwrap_or_default()
+        self.boosters.candidates(mode)
     }
 
     /// Samples the (mode, candidate) booster was fit on (0: none).
     pub fn samples(&self, mode: Mode, candidate: &str) -> usize {
-        self.samples
-            .get(&mode)
-            .and_then(|m| m.get(candidate))
-            .copied()
-            .unwrap_or(0)
+        self.boosters.samples(mode, candidate)
     }
 
     /// Predicted gain of switching to each of `names` (in that order) over staying on the
@@ -196,9 +176,9 @@ impl ProbeModels {
         out: &mut Vec<f64>,
     ) {
         out.clear();
-        let (mode, models) = match self.models.get(&mode) {
+        let (mode, models) = match self.boosters.of(mode) {
             Some(m) => (mode, Some(m)),
-            None => (Mode::Default, self.models.get(&Mode::Default)),
+            None => (Mode::Default, self.boosters.of(Mode::Default)),
         };
         let start = self.start_for(mode);
         let m = Matrix::new(features, 1, N_FEATURES);
@@ -222,7 +202,8 @@ impl ProbeModels {
             path: dir.to_path_buf(),
             source,
         })?;
-        let mut manifest = Manifest {
+        let (models, samples) = self.boosters.write(dir)?;
+        let manifest = Manifest {
             format: FORMAT.into(),
             format_version: FORMAT_VERSION,
             feature_schema: FEATURE_SCHEMA_VERSION,
@@ -235,25 +216,9 @@ impl ProbeModels {
                 .collect(),
             trees: TREES,
             depth: DEPTH,
-            models: BTreeMap::new(),
-            samples: BTreeMap::new(),
+            models,
+            samples,
         };
-        for (mode, models) in &self.models {
-            for (cca, b) in models {
-                let file = format!("{}-{cca}.json", mode.name());
-                write_booster(&dir.join(&file), b)?;
-                manifest
-                    .models
-                    .entry(mode.name().into())
-                    .or_default()
-                    .insert(cca.clone(), file);
-                manifest
-                    .samples
-                    .entry(mode.name().into())
-                    .or_default()
-                    .insert(cca.clone(), self.samples(*mode, cca));
-            }
-        }
         write_manifest(&dir.join("manifest.json"), &manifest)
     }
 
@@ -311,25 +276,7 @@ impl ProbeModels {
                 msg: "no start candidate for the default mode".into(),
             });
         }
-        for (mode_name, files) in &manifest.models {
-            let mode = mode_of(mode_name, "models")?;
-            for (cca, file) in files {
-                let b = read_booster(&dir.join(file), N_FEATURES)?;
-                let n = manifest
-                    .samples
-                    .get(mode_name)
-                    .and_then(|m| m.get(cca))
-                    .copied()
-                    .unwrap_or(0);
-                set.insert(mode, cca, b, n);
-            }
-        }
-        if set.models.is_empty() {
-            return Err(ModelError::Manifest {
-                path,
-                msg: "no models listed".into(),
-            });
-        }
+        set.boosters = Boosters::read(dir, &path, &manifest.models, &manifest.samples, N_FEATURES)?;
         Ok(set)
     }
 }
