@@ -28,7 +28,7 @@ use ccp_algorithms::{AlgorithmConfig, Ccp};
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{FlowResult, FlowSpec, LockstepAgent, Scheme, SimConfig, Simulation};
 use linfa::prelude::*;
-use linfa_ensemble::EnsembleLearnerParams;
+use linfa_ensemble::RandomForest;
 use linfa_trees::{DecisionTree, TreeNode};
 use ndarray::{Array1, Array2};
 use rand::SeedableRng;
@@ -354,20 +354,48 @@ fn matrix(rows: &[&Sample]) -> Array2<f64> {
     Array2::from_shape_fn((rows.len(), N_FEATURES), |(i, j)| rows[i].features[j])
 }
 
+/// The weight of a lost row in a tree's fit: just above a kept row's, so a leaf whose rows are
+/// split evenly between the two labels predicts "lost" instead of whichever label a `HashMap`
+/// happens to yield first. linfa-trees picks a leaf's modal class by iterating a
+/// `std::collections::HashMap` (randomly ordered per process) and takes the later of two equal
+/// weights, so without this a forest was not the same twice from the same data and seed.
+/// 257/256: weighted sums are exact in `f32` for the row counts here (under 2^16), and an even
+/// weight needs a multiple of 256 lost rows in one leaf.
+pub const LOST_ROW_WEIGHT: f32 = 257.0 / 256.0;
+
 /// Fits linfa's random forest on `train` and exports it, checking on `held` that the exported
 /// trees vote as linfa predicts.
+///
+/// The bagging is `linfa-ensemble`'s (`bootstrap_with_indices`: the same draws as its
+/// `EnsembleLearnerParams::fit` from the same seed), with each tree fitted on its bootstrap
+/// rows weighted by [`LOST_ROW_WEIGHT`] (linfa's ensemble drops sample weights).
 fn fit(train: &[&Sample], held: &[&Sample], opts: TrainOptions) -> Result<Forest, String> {
     let labels = Array1::from_iter(train.iter().map(|s| usize::from(s.lost)));
     let dataset = Dataset::new(matrix(train), labels)
         .with_feature_names(FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect());
-    let params = EnsembleLearnerParams::new_fixed_rng(
-        DecisionTree::params().max_depth(Some(opts.max_depth)),
-        StdRng::seed_from_u64(opts.seed),
-    )
-    .ensemble_size(opts.trees)
-    .bootstrap_proportion(1.0)
-    .feature_proportion(opts.feature_proportion);
-    let fitted = params.fit(&dataset).map_err(|e| format!("linfa: {e}"))?;
+    let tree = DecisionTree::params().max_depth(Some(opts.max_depth));
+    let mut rng = StdRng::seed_from_u64(opts.seed);
+    let rows = dataset.records.nrows();
+    let n_sub = ((N_FEATURES as f64) * opts.feature_proportion).ceil() as usize;
+    let mut models = Vec::with_capacity(opts.trees);
+    let mut model_features = Vec::with_capacity(opts.trees);
+    for (sample, _, features) in dataset
+        .bootstrap_with_indices((rows, n_sub.clamp(1, N_FEATURES)), &mut rng)
+        .take(opts.trees)
+    {
+        let weights = sample
+            .targets()
+            .map(|&l| if l == 1 { LOST_ROW_WEIGHT } else { 1.0 });
+        let model = tree
+            .fit(&sample.with_weights(weights))
+            .map_err(|e| format!("linfa: {e}"))?;
+        models.push(model);
+        model_features.push(features);
+    }
+    let fitted = RandomForest {
+        models,
+        model_features,
+    };
     let trees = fitted
         .models
         .iter()
@@ -502,4 +530,45 @@ pub fn train(
         model_path.display()
     );
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows in pairs with the same features and opposite labels: no split separates a pair,
+    /// so many leaves hold as many lost as kept rows.
+    fn even_pairs() -> Vec<Sample> {
+        (0..40)
+            .flat_map(|i| {
+                let mut features = [0.0; N_FEATURES];
+                for (j, f) in features.iter_mut().enumerate() {
+                    *f = f64::from((i * 7 + j as u32 * 3) % 11);
+                }
+                [false, true].map(|lost| Sample { features, lost })
+            })
+            .collect()
+    }
+
+    fn tiny() -> TrainOptions {
+        TrainOptions {
+            trees: 5,
+            max_depth: 4,
+            ..TrainOptions::default()
+        }
+    }
+
+    /// Before the lost rows were weighted, linfa-trees chose the class of an even leaf by the
+    /// iteration order of a `HashMap` (random per map), so two fits of the same rows and seed
+    /// gave different forests: here almost surely within twenty fits.
+    #[test]
+    fn a_forest_is_the_same_every_time() {
+        let rows = even_pairs();
+        let all: Vec<&Sample> = rows.iter().collect();
+        let first = serde_json::to_string(&fit(&all, &all, tiny()).unwrap().to_file()).unwrap();
+        for _ in 0..20 {
+            let again = serde_json::to_string(&fit(&all, &all, tiny()).unwrap().to_file()).unwrap();
+            assert_eq!(first, again);
+        }
+    }
 }
