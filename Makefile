@@ -143,7 +143,7 @@ test: deps venv models
 	$(CARGO) clippy --workspace --all-targets $(KERNEL_FEATURES) -- -D warnings
 	$(CARGO) test --workspace $(KERNEL_FEATURES)
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps -q $(KERNEL_FEATURES)
-	$(VENV)/bin/python -m pytest -q python/tests
+	CCP_EVAL=$(CURDIR)/target/debug/ccp-eval $(VENV)/bin/python -m pytest -q python/tests
 
 bench: deps
 	$(CARGO) bench -p ccp-datapath -p ccp-selector -p ccp-agent -p ccp-algorithms

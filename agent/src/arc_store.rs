@@ -71,6 +71,7 @@ pub enum StoreError {
 #[derive(Debug)]
 pub struct TrajectoryStore {
     tx: Mutex<Option<SyncSender<Decision>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     dropped: AtomicU64,
     written: Arc<AtomicU64>,
 }
@@ -97,7 +98,7 @@ impl TrajectoryStore {
         let written = Arc::new(AtomicU64::new(0));
         let w = written.clone();
         let shown = path.display().to_string();
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("arc-store".into())
             .spawn(move || write_loop(conn, &rx, &w, &shown))
             .map_err(|e| StoreError::Thread {
@@ -106,6 +107,7 @@ impl TrajectoryStore {
             })?;
         Ok(Arc::new(Self {
             tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
             dropped: AtomicU64::new(0),
             written,
         }))
@@ -121,12 +123,23 @@ impl TrajectoryStore {
         self.written.load(Ordering::Relaxed)
     }
 
-    /// Stops taking decisions; the writer commits what is queued and ends.
+    /// Stops taking decisions and waits until the writer has committed what was queued (a
+    /// process that ends after this loses none); later decisions are dropped and counted.
     pub fn close(&self) {
         self.tx
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(w) = writer
+            && w.join().is_err()
+        {
+            tracing::error!("the ARC trajectory store's writer panicked");
+        }
     }
 }
 
@@ -254,6 +267,40 @@ mod tests {
         assert_eq!(mode, "wal");
         assert_eq!(store.dropped(), 0);
         store.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn close_returns_once_every_queued_decision_is_committed() {
+        let dir = std::env::temp_dir().join(format!("ccp-arc-close-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.sqlite");
+        let _ = std::fs::remove_file(&path);
+        let store = TrajectoryStore::open(&path).unwrap();
+        let d = Decision {
+            sock_id: 1,
+            flow_seed: 2,
+            step: 0,
+            now_us: 0,
+            state: vec![0.0; 70],
+            action: 0.1,
+            actor_action: 0.1,
+            model_version: 1,
+            interval: Interval::default(),
+        };
+        for step in 0..5_000 {
+            store.record(&Decision { step, ..d.clone() });
+        }
+        store.close();
+        assert_eq!(store.written(), 5_000);
+        store.record(&d);
+        assert_eq!(store.dropped(), 1);
+        store.close();
+        let n: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM decisions", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 5_000);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

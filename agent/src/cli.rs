@@ -64,6 +64,7 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         eprintln!("ccp-agent: {e}");
         return ExitCode::from(2);
     }
+    let mut arc_store = None;
     if let Some(path) = &cli.arc_trajectories {
         if !(cli.arc_explore >= 0.0 && cli.arc_explore.is_finite()) {
             eprintln!(
@@ -73,7 +74,10 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             return ExitCode::from(2);
         }
         match crate::arc_store::TrajectoryStore::open(path) {
-            Ok(store) => ccp_algorithms::arc::set_default_recording(store, cli.arc_explore),
+            Ok(store) => {
+                ccp_algorithms::arc::set_default_recording(store.clone(), cli.arc_explore);
+                arc_store = Some(store);
+            }
             Err(e) => {
                 eprintln!("ccp-agent: {e}");
                 return ExitCode::from(2);
@@ -129,6 +133,9 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         state.shm().cloned(),
     );
     state.shutdown();
+    if let Some(store) = arc_store {
+        store.close();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ AgentError::Socket(_)) => {

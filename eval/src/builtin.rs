@@ -47,6 +47,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     ("lptcp-train", include_str!("../scenarios/lptcp-train.toml")),
     ("arc-train", include_str!("../scenarios/arc-train.toml")),
     ("arc-paper", include_str!("../scenarios/arc-paper.toml")),
+    ("arc-online", include_str!("../scenarios/arc-online.toml")),
     ("lptcp-paper", include_str!("../scenarios/lptcp-paper.toml")),
     ("rltcp-paper", include_str!("../scenarios/rltcp-paper.toml")),
     (

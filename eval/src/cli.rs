@@ -75,6 +75,15 @@ enum Command {
         /// With --ray: the number of shards (Ray tasks).
         #[arg(long, default_value_t = 8)]
         ray_shards: usize,
+        /// ARC's trajectory store: every decision of the run's `arc` flows goes to this `SQLite`
+        /// database (created if missing), as `ccp-agent --arc-trajectories` writes it, for the
+        /// online learner (`python -m ccp_suite.arc learn`, or `online`, which drives this).
+        #[arg(long, value_name = "DB")]
+        arc_trajectories: Option<PathBuf>,
+        /// With --arc-trajectories: the deviation of the Gaussian noise `arc` flows add to
+        /// their actions (exploration on the environment side; 0: none).
+        #[arg(long, default_value_t = 0.0, value_name = "SIGMA")]
+        arc_explore: f64,
     },
     /// Run a portus agent with every CCP algorithm over unix sockets (/tmp/ccp/<name>) until
     /// stopped: the external agent for `run --realtime`.
@@ -219,6 +228,8 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             datapath,
             ray,
             ray_shards,
+            arc_trajectories,
+            arc_explore,
         } => {
             let opts = RunOptions {
                 jobs,
@@ -233,7 +244,9 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
                 },
             };
             let ray = ray.map(|address| RayOptions::from_cli(address, ray_shards, jobs));
-            run(&scenario, &out, shard.as_deref(), ray.as_ref(), opts)
+            recording_arc(arc_trajectories.as_deref(), arc_explore, ray.is_some(), || {
+                run(&scenario, &out, shard.as_deref(), ray.as_ref(), opts)
+            })
         }
         Command::Agent { name } => {
             eprintln!("portus agent with every CCP algorithm on /tmp/ccp/{name}; Ctrl-C stops it");
@@ -491,6 +504,43 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
         i.trim().parse().map_err(|_| bad())?,
         n.trim().parse().map_err(|_| bad())?,
     ))
+}
+
+/// Runs `f` with every `arc` flow of this process recording its decisions into the trajectory
+/// store at `path` (when given), exploring with noise of deviation `explore`; every queued
+/// decision is in the database before this returns.
+fn recording_arc(
+    path: Option<&Path>,
+    explore: f64,
+    ray: bool,
+    f: impl FnOnce() -> ExitCode,
+) -> ExitCode {
+    let Some(path) = path else {
+        return f();
+    };
+    if ray {
+        return fail(
+            2,
+            "--arc-trajectories records this process's flows: not with --ray",
+        );
+    }
+    if !(explore >= 0.0 && explore.is_finite()) {
+        return fail(2, &format!("--arc-explore must be >= 0, got {explore}"));
+    }
+    let store = match ccp_agent::arc_store::TrajectoryStore::open(path) {
+        Ok(s) => s,
+        Err(e) => return fail(2, &e.to_string()),
+    };
+    ccp_algorithms::arc::set_default_recording(store.clone(), explore);
+    let code = f();
+    store.close();
+    if store.dropped() > 0 {
+        eprintln!(
+            "ccp-eval: the ARC trajectory store dropped {} decisions (its writer fell behind)",
+            store.dropped()
+        );
+    }
+    code
 }
 
 fn run(

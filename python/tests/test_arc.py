@@ -161,3 +161,50 @@ def test_the_online_learner_reads_the_store_and_writes_a_new_version(tmp_path):
     assert side["version"] == 5 and side["training"]["online_trajectories"] == 4
     s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     assert s.run(["action"], {"obs": np.zeros((1, 70), dtype=np.float32)})[0].shape == (1, 1)
+
+
+def ccp_eval_binary() -> pathlib.Path:
+    """The `ccp-eval` that `make test` built before pytest (`$CCP_EVAL`), else a debug build
+    with the features `make test` uses."""
+    if os.environ.get("CCP_EVAL"):
+        return pathlib.Path(os.environ["CCP_EVAL"])
+    root = pathlib.Path(__file__).resolve().parents[2]
+    subprocess.run(["cargo", "build", "-q", "-p", "ccp-eval", "--features",
+                    "ccp-datapath/kernel,ccp-agent/kernel,ccp-eval/kernel"], cwd=root, check=True, timeout=1800)
+    return root / "target" / "debug" / "ccp-eval"
+
+
+def test_online_training_runs_episodes_records_them_and_learns_from_them(trained: pathlib.Path, tiny: pathlib.Path,
+                                                                         tmp_path):
+    """`online` on the simulator: every episode is a `ccp-eval run` whose ARC flow records its
+    decisions into the store; the learner beside them writes new versions from them, and the
+    curve has one entry per episode with the version it ran."""
+    import sqlite3
+
+    from ccp_suite.arc import online
+
+    out = tmp_path / "online"
+    cfg = train.Config(updates_per_trajectory=2, critic_warmup_updates=4)
+    s = online.online(str(tiny / "tiny.toml"), out, episodes=3, datapath="sim", start=trained.parent, explore=0.1,
+                      per_round=1, cfg=cfg, ccp_eval=ccp_eval_binary(), log=None)
+    curve = json.loads((out / "curve.json").read_text())["curve"]
+    assert s["episodes"] == 3 and s["failed"] == 0, curve
+    assert [c["status"] for c in curve] == ["ok"] * 3
+    assert all(c["decisions"] > 50 and c["interval_reward"] is not None for c in curve), curve
+    assert all(c["throughput_mbps"] > 1.0 for c in curve), curve
+    con = sqlite3.connect(out / "trajectories.sqlite")
+    flows = con.execute("SELECT COUNT(DISTINCT flow) FROM decisions").fetchone()[0]
+    con.close()
+    assert flows == 3
+    side = json.loads((out / "model" / "actor.json").read_text())
+    start = json.loads(trained.with_suffix(".json").read_text())["version"]
+    assert s["learner"]["rounds"] >= 1 and side["version"] == start + s["learner"]["rounds"]
+    assert (out / "model" / "critic.npz").exists()
+    assert curve[0]["model_version"] == start
+    assert export.load_critic(out / "model") is not None
+
+
+def test_a_critic_file_of_another_shape_is_refused(tmp_path):
+    np.savez(tmp_path / "critic.npz", **{"critic.w1": np.zeros((3, 3))})
+    with pytest.raises(ValueError, match="critic.npz"):
+        export.load_critic(tmp_path)

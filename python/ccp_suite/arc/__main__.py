@@ -27,7 +27,31 @@ def main(argv=None) -> int:
     ln.add_argument("--rounds", type=int, default=0, help="model versions to write (0: until stopped)")
     ln.add_argument("--per-round", type=int, default=1, help="new trajectories per model version")
     ln.add_argument("--seconds", type=float, default=None, help="stop after this long")
+    on = sub.add_parser("online", help="train online: episodes of real flows with the learner beside them")
+    on.add_argument("--scenario", required=True, help="the episodes' scenario (built-in name or TOML file)")
+    on.add_argument("--out", required=True, help="folder for the model copy, the store and curve.json")
+    on.add_argument("--episodes", type=int, default=200)
+    on.add_argument("--datapath", choices=["kernel", "sim"], default="kernel")
+    on.add_argument("--start", default=None, help="the model to start from (default: the shipped actor)")
+    on.add_argument("--explore", type=float, default=0.1, help="exploration noise added by the flows")
+    on.add_argument("--per-round", type=int, default=3, help="new trajectories per model version")
+    on.add_argument("--updates-per-trajectory", type=int, default=16)
+    on.add_argument("--critic-warmup-updates", type=int, default=1500)
+    on.add_argument("--ccp-eval", default=None, help="the ccp-eval binary (default target/release/ccp-eval)")
+    on.add_argument("--seed", type=int, default=1, help="the first episode's seed (then +1 per episode)")
+    on.add_argument("--keep-runs", action="store_true", help="keep every episode's run folder")
     args = ap.parse_args(argv)
+    if args.cmd == "online":
+        from . import online
+
+        cfg = tr.Config(lr_actor=1e-5, lr_critic=1e-3, n_step=4, updates_per_trajectory=args.updates_per_trajectory,
+                        critic_warmup_updates=args.critic_warmup_updates, seed=args.seed)
+        s = online.online(args.scenario, args.out, episodes=args.episodes, datapath=args.datapath, start=args.start,
+                          explore=args.explore, per_round=args.per_round, cfg=cfg, ccp_eval=args.ccp_eval,
+                          seed0=args.seed, keep_runs=args.keep_runs)
+        print(f"{s['episodes']} episodes ({s['failed']} failed) in {s['seconds']:.0f} s; reward first 20 "
+              f"{s['first_20_reward']}, last 20 {s['last_20_reward']}; settled after {s['episodes_to_convergence']}")
+        return 0 if s["failed"] < s["episodes"] else 1
     if args.cmd == "learn":
         from . import learner
 

@@ -92,3 +92,39 @@ def load_params(path) -> dict:
 
     m = onnx.load(str(path))
     return {t.name: numpy_helper.to_array(t).astype(np.float64) for t in m.graph.initializer}
+
+
+CRITIC_FILE = "critic.npz"
+
+
+def write_critic(out_dir, learner) -> pathlib.Path:
+    """The critic and its target beside the actor (`critic.npz`), so an online learner
+    continues from them; written under a temporary name and renamed."""
+    out = pathlib.Path(out_dir)
+    arrays = {f"critic.{k}": v for k, v in learner.critic.items()}
+    arrays.update({f"target.{k}": v for k, v in learner.critic_t.items()})
+    tmp = out / f".{CRITIC_FILE}.tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, out / CRITIC_FILE)
+    return out / CRITIC_FILE
+
+
+def load_critic(model_dir) -> dict | None:
+    """{"critic": params, "target": params} from `critic.npz` in `model_dir`, or None when
+    there is none. A file that is not a critic of this shape is an error naming it."""
+    path = pathlib.Path(model_dir) / CRITIC_FILE
+    if not path.exists():
+        return None
+    with np.load(path) as z:
+        out: dict = {"critic": {}, "target": {}}
+        for key in z.files:
+            part, _, name = key.partition(".")
+            if part not in out or not name:
+                raise ValueError(f"{path}: unexpected array {key!r}")
+            out[part][name] = z[key].astype(np.float64)
+    from .net import NAMES
+
+    for part in ("critic", "target"):
+        if set(out[part]) != set(NAMES):
+            raise ValueError(f"{path}: {part} has {sorted(out[part])}, expected {list(NAMES)}")
+    return out

@@ -87,38 +87,56 @@ class Store:
 
 
 def learn(db, model, rounds: int = 0, per_round: int = 1, interval_s: float = 1.0, cfg: Config | None = None,
-          seed: int = 0, log=print, deadline_s: float | None = None) -> dict:
+          seed: int = 0, log=print, deadline_s: float | None = None, stop=None) -> dict:
     """Runs the loop: every `interval_s`, reads new trajectories; after each `per_round` new
     trajectories, `updates_per_trajectory` updates each and a new model (version + 1) at
-    `model`. Stops after `rounds` rounds (0: never) or `deadline_s` seconds."""
+    `model`, with the critic beside it (`critic.npz`). Stops after `rounds` rounds (0: never),
+    `deadline_s` seconds, or when `stop` (a `threading.Event`) is set.
+
+    The critic starts from `critic.npz` beside the model when there is one (`train` writes it);
+    otherwise from random weights, and then the actor stays as it is until the critic has had
+    `cfg.critic_warmup_updates` updates (a random critic's gradient would only damage it)."""
     cfg = cfg or Config(lr_actor=1e-5, lr_critic=1e-3)
     model = pathlib.Path(model)
     side = json.loads(model.with_suffix(".json").read_text())
     actor = export.load_params(model)
     rng = np.random.default_rng(seed)
     learner = Learner(actor["w1"].shape[0], cfg, rng, actor=actor)
+    critic = export.load_critic(model.parent)
+    warmup = 0 if critic is not None else cfg.critic_warmup_updates
+    if critic is not None:
+        learner.set_critic(critic)
     replay = Replay(cfg.buffer_trajectories, cfg.gamma, cfg.n_step)
     store = Store(db)
     version = int(side.get("version", 0))
-    done, fresh, started = 0, 0, time.monotonic()
+    done, fresh, updates, started = 0, 0, 0, time.monotonic()
     history = []
     while rounds == 0 or done < rounds:
         if deadline_s is not None and time.monotonic() - started > deadline_s:
             break
+        # Once stopped, one last pass: what the store holds by then is learned from.
+        stopping = stop is not None and stop.is_set()
         for s, a, r, s2 in store.trajectories(cfg.reward_floor):
             replay.add(s, a, r, s2)
             fresh += 1
             history.append(float(np.mean(r)))
-        if fresh >= per_round:
+        if fresh >= per_round or (stopping and fresh > 0):
             for _ in range(cfg.updates_per_trajectory * fresh):
-                learner.update(*replay.sample(cfg.batch_trajectories, rng))
+                learner.update(*replay.sample(cfg.batch_trajectories, rng), actor=updates >= warmup)
+                updates += 1
             version += 1
             export.write(model.parent, learner.actor, side["history"], side["delta"], side["interval_rtts"], version=version,
                          training={**side.get("training", {}), "online_trajectories": len(history), "online_version": version})
+            export.write_critic(model.parent, learner)
             done += 1
             log and log(f"round {done}: {fresh} new trajectories ({len(history)} in all), "
                         f"mean reward {np.mean(history[-fresh:]):.3f}; wrote version {version}")
             fresh = 0
-        else:
-            time.sleep(interval_s)
-    return {"rounds": done, "version": version, "trajectories": len(history), "rewards": history}
+        if stopping:
+            break
+        if fresh < per_round:
+            if stop is not None:
+                stop.wait(interval_s)
+            else:
+                time.sleep(interval_s)
+    return {"rounds": done, "version": version, "trajectories": len(history), "updates": updates, "rewards": history}

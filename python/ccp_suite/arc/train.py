@@ -138,6 +138,16 @@ class Learner:
         self.opt_c = Adam(self.critic, lr=cfg.lr_critic, clip=cfg.clip)
         self.opt_clone = Adam(self.actor, lr=1e-3, clip=cfg.clip)
 
+    def set_critic(self, saved: dict) -> None:
+        """Continues from a saved critic and target (`export.load_critic`); a critic of
+        another input size is an error."""
+        if saved["critic"]["w1"].shape != self.critic["w1"].shape:
+            raise ValueError(f"the saved critic takes {saved['critic']['w1'].shape[0]} inputs, this learner's "
+                             f"{self.critic['w1'].shape[0]}")
+        for k in self.critic:
+            self.critic[k][...] = saved["critic"][k]
+            self.critic_t[k][...] = saved["target"][k]
+
     def act(self, obs: np.ndarray) -> float:
         return float(net.forward(self.actor, obs.reshape(1, -1).astype(np.float64), "tanh")[0][0, 0])
 
@@ -318,6 +328,7 @@ def train(cfg: Config, out_dir=None, log=print) -> dict:
     if out_dir is not None:
         export.write(out_dir, learner.actor, cfg.history, cfg.delta, cfg.interval_rtts, version=1,
                      training={k: v for k, v in summary.items() if k != "config"})
+        export.write_critic(out_dir, learner)
         import pathlib
 
         (pathlib.Path(out_dir) / "curve.json").write_text(json.dumps({"summary": summary, "curve": curve}, indent=1) + "\n")
