@@ -1,8 +1,9 @@
 //! `run --datapath kernel` end to end: a two-condition scenario (the second with a mid-run path
 //! change) as real kernel TCP through the network-namespace testbed, with the kernel's Cubic and
 //! with our Cubic through the BPF datapath; the rows must look like the simulator's for the same
-//! scenario. Without root, network namespaces or BPF `struct_ops`, it prints one line and
-//! returns.
+//! scenario. And the learned algorithms (LP-TCP, RL-TCP, ARC) each drive a real flow through
+//! the BPF datapath. Without root, network namespaces or BPF `struct_ops`, each test prints one
+//! line and returns.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -10,7 +11,11 @@ use ccp_datapath::kernel::KernelDatapath;
 use ccp_datapath::kernel::testbed::{LinkConfig, Testbed, TestbedConfig};
 use ccp_eval::runner::{self, DatapathKind, RunOptions};
 use ccp_eval::scenario::Scenario;
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// One test at a time: each registers the `ccp` congestion control and times real transfers.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const SCENARIO: &str = r#"
 name = "kernel-mode-test"
@@ -51,6 +56,9 @@ fn available() -> Result<(), String> {
 
 #[test]
 fn a_scenario_runs_as_real_tcp_with_the_simulators_rows() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Err(why) = available() {
         println!("skipped a_scenario_runs_as_real_tcp_with_the_simulators_rows: {why}");
         return;
@@ -104,4 +112,49 @@ fn a_scenario_runs_as_real_tcp_with_the_simulators_rows() {
         );
     }
     assert!(out.series.iter().any(|s| s.scheme == "cubic"));
+}
+
+const LEARNED: &str = r#"
+name = "kernel-learned-test"
+duration_s = 4
+seeds = [1]
+schemes = ["lptcp", "rltcp", "arc"]
+
+[[conditions]]
+id = "20M-40ms"
+bw_mbps = 20
+rtt_ms = 40
+buffer_bdp = 1.0
+"#;
+
+/// LP-TCP (its forest from `make models`), RL-TCP and ARC (ONNX Runtime and the shipped actor)
+/// run real kernel TCP flows through the BPF datapath: every run is controlled by its agent
+/// algorithm and moves data at a sane delay.
+#[test]
+fn the_learned_algorithms_drive_real_tcp_flows() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Err(why) = available() {
+        println!("skipped the_learned_algorithms_drive_real_tcp_flows: {why}");
+        return;
+    }
+    let scenario = Scenario::parse("kernel-learned-test.toml", LEARNED, None).unwrap();
+    let kernel = RunOptions {
+        datapath: DatapathKind::Kernel,
+        ..RunOptions::default()
+    };
+    let jobs = runner::plan(&scenario, &kernel).unwrap();
+    let out = runner::run(&scenario, &jobs, &kernel);
+    assert_eq!(out.rows.len(), 3);
+    for r in &out.rows {
+        println!(
+            "{}: {:.2} Mbit/s, p95 RTT {:.1} ms, loss {:.4}, fallback {:.2} s, status {}",
+            r.scheme, r.throughput_mbps, r.p95_rtt_ms, r.loss_rate, r.fallback_s, r.status
+        );
+        assert_eq!(r.status, "ok", "{r:?}");
+        // A 20 Mbit/s link for 4 s, slow start included: well above a stuck window's rate.
+        assert!(r.throughput_mbps > 5.0, "{r:?}");
+        assert!(r.p95_rtt_ms >= 39.0 && r.p95_rtt_ms < 200.0, "{r:?}");
+    }
 }
