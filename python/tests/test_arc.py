@@ -208,3 +208,22 @@ def test_a_critic_file_of_another_shape_is_refused(tmp_path):
     np.savez(tmp_path / "critic.npz", **{"critic.w1": np.zeros((3, 3))})
     with pytest.raises(ValueError, match="critic.npz"):
         export.load_critic(tmp_path)
+
+
+def test_the_behaviour_term_pulls_the_actor_to_the_stored_actions():
+    """TD3+BC's term alone (a critic of zero weights has no action gradient): the actor's
+    outputs move to the stored transitions' actions."""
+    rng = np.random.default_rng(2)
+    cfg = train.Config(bc_alpha=2.5, lr_actor=1e-3, tau=0.0)
+    learner = train.Learner(14, cfg, rng)
+    for k in learner.critic:
+        learner.critic[k][...] = 0.0
+        learner.critic_t[k][...] = 0.0
+    s = rng.uniform(0, 2, size=(64, 14))
+    a = np.full((64, 1), 0.5)
+    zeros = np.zeros((64, 1))
+    before = np.abs(net.forward(learner.actor, s, "tanh")[0] - 0.5).mean()
+    for _ in range(300):
+        learner.update(s, a, zeros, s, zeros)
+    after = np.abs(net.forward(learner.actor, s, "tanh")[0] - 0.5).mean()
+    assert before > 0.4 and after < 0.05, (before, after)

@@ -17,7 +17,7 @@ def main(argv=None) -> int:
     t.add_argument("--out", required=True)
     defaults = tr.Config()
     for name in ("scenario", "episodes", "duration_s", "exploration_std", "gamma", "lr_actor", "lr_critic",
-                 "reward_scale", "reward_floor", "n_step", "batch_trajectories", "updates_per_trajectory", "seed", "history", "warm_episodes", "clone_updates", "critic_warmup_updates"):
+                 "reward_scale", "reward_floor", "n_step", "batch_trajectories", "updates_per_trajectory", "seed", "history", "warm_episodes", "clone_updates", "critic_warmup_updates", "bc_alpha"):
         v = getattr(defaults, name)
         t.add_argument("--" + name.replace("_", "-"), type=type(v) if v is not None else float, default=v)
     t.add_argument("--conditions", default=None, help="comma-separated condition ids or indices")
@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     on.add_argument("--per-round", type=int, default=3, help="new trajectories per model version")
     on.add_argument("--updates-per-trajectory", type=int, default=16)
     on.add_argument("--critic-warmup-updates", type=int, default=1500)
+    on.add_argument("--bc-alpha", type=float, default=2.5,
+                    help="TD3+BC's behaviour term (0: plain DPG); keeps the actor near the actions it was trained on")
     on.add_argument("--ccp-eval", default=None, help="the ccp-eval binary (default target/release/ccp-eval)")
     on.add_argument("--seed", type=int, default=1, help="the first episode's seed (then +1 per episode)")
     on.add_argument("--keep-runs", action="store_true", help="keep every episode's run folder")
@@ -45,7 +47,7 @@ def main(argv=None) -> int:
         from . import online
 
         cfg = tr.Config(lr_actor=1e-5, lr_critic=1e-3, n_step=4, updates_per_trajectory=args.updates_per_trajectory,
-                        critic_warmup_updates=args.critic_warmup_updates, seed=args.seed)
+                        critic_warmup_updates=args.critic_warmup_updates, bc_alpha=args.bc_alpha, seed=args.seed)
         s = online.online(args.scenario, args.out, episodes=args.episodes, datapath=args.datapath, start=args.start,
                           explore=args.explore, per_round=args.per_round, cfg=cfg, ccp_eval=args.ccp_eval,
                           seed0=args.seed, keep_runs=args.keep_runs)
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
     if args.cmd == "train":
         kw = {k: getattr(args, k) for k in ("scenario", "episodes", "duration_s", "exploration_std", "gamma", "lr_actor",
                                             "lr_critic", "reward_scale", "reward_floor", "n_step", "batch_trajectories", "updates_per_trajectory",
-                                            "seed", "history", "warm_episodes", "clone_updates", "critic_warmup_updates")}
+                                            "seed", "history", "warm_episodes", "clone_updates", "critic_warmup_updates", "bc_alpha")}
         if args.conditions:
             kw["conditions"] = [int(c) if c.isdigit() else c for c in args.conditions.split(",")]
         s = tr.train(tr.Config(**kw), out_dir=args.out)

@@ -70,6 +70,10 @@ class Config:
     clone_updates: int = 0
     critic_warmup_updates: int = 0
     clip: float = 1.0
+    # TD3+BC's behaviour term (Fujimoto & Gu, 2021): the actor maximizes
+    # lambda Q(s, mu(s)) - (mu(s) - a)^2 with lambda = bc_alpha / mean |Q|, a the applied
+    # action of the stored transition; 0 turns it off (plain DPG, as `train` uses).
+    bc_alpha: float = 0.0
     seed: int = 0
     hidden: int = net.HIDDEN
     extra: dict = field(default_factory=dict)
@@ -170,7 +174,11 @@ class Learner:
         mu, acache = net.forward(self.actor, s, "tanh")
         qmu, ccache = net.forward(self.critic, np.hstack([s, mu]), "linear")
         _, dx = net.backward(self.critic, ccache, np.ones_like(qmu) / B)
-        ga, _ = net.backward(self.actor, acache, -dx[:, -1:])
+        if c.bc_alpha > 0:
+            lam = c.bc_alpha / max(float(np.abs(qmu).mean()), 1e-6)
+            ga, _ = net.backward(self.actor, acache, -lam * dx[:, -1:] + 2.0 * (mu - a) / B)
+        else:
+            ga, _ = net.backward(self.actor, acache, -dx[:, -1:])
         self.opt_a.update(self.actor, ga)
         for tgt, src in ((self.actor_t, self.actor), (self.critic_t, self.critic)):
             for k in tgt:
