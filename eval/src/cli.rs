@@ -244,9 +244,12 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
                 },
             };
             let ray = ray.map(|address| RayOptions::from_cli(address, ray_shards, jobs));
-            recording_arc(arc_trajectories.as_deref(), arc_explore, ray.is_some(), || {
-                run(&scenario, &out, shard.as_deref(), ray.as_ref(), opts)
-            })
+            recording_arc(
+                arc_trajectories.as_deref(),
+                arc_explore,
+                ray.is_some(),
+                || run(&scenario, &out, shard.as_deref(), ray.as_ref(), opts),
+            )
         }
         Command::Agent { name } => {
             eprintln!("portus agent with every CCP algorithm on /tmp/ccp/{name}; Ctrl-C stops it");

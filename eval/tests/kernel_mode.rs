@@ -40,6 +40,21 @@ at_s = 1.5
 bw_mbps = 5
 "#;
 
+/// The testbed's turn, or `None` (after one line naming `test` and why) when namespaces or BPF
+/// `struct_ops` are not available here.
+fn turn(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match available() {
+        Ok(()) => Some(turn),
+        Err(why) => {
+            println!("skipped {test}: {why}");
+            None
+        }
+    }
+}
+
 fn available() -> Result<(), String> {
     let link = LinkConfig::constant(10_000_000, Duration::from_millis(10));
     match Testbed::new(TestbedConfig::new(link)) {
@@ -56,13 +71,9 @@ fn available() -> Result<(), String> {
 
 #[test]
 fn a_scenario_runs_as_real_tcp_with_the_simulators_rows() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Err(why) = available() {
-        println!("skipped a_scenario_runs_as_real_tcp_with_the_simulators_rows: {why}");
+    let Some(_turn) = turn("a_scenario_runs_as_real_tcp_with_the_simulators_rows") else {
         return;
-    }
+    };
     let scenario = Scenario::parse("kernel-mode-test.toml", SCENARIO, None).unwrap();
     let kernel = RunOptions {
         datapath: DatapathKind::Kernel,
@@ -132,13 +143,9 @@ buffer_bdp = 1.0
 /// algorithm and moves data at a sane delay.
 #[test]
 fn the_learned_algorithms_drive_real_tcp_flows() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Err(why) = available() {
-        println!("skipped the_learned_algorithms_drive_real_tcp_flows: {why}");
+    let Some(_turn) = turn("the_learned_algorithms_drive_real_tcp_flows") else {
         return;
-    }
+    };
     let scenario = Scenario::parse("kernel-learned-test.toml", LEARNED, None).unwrap();
     let kernel = RunOptions {
         datapath: DatapathKind::Kernel,
