@@ -144,9 +144,13 @@ pub fn models(objective: &str) -> Result<Arc<ModelSet>, String> {
     .clone()
 }
 
-/// Where `selector-probe` reads its models: `$CCP_PROBE_MODELS`, else `eval/models/probe`.
+/// Where `selector-probe` reads its models: `$CCP_PROBE_MODELS`, else the shipped ones,
+/// `selector/models/probe` (`make probe-model`).
 pub fn probe_models_dir() -> PathBuf {
-    models_dir("probe")
+    std::env::var_os("CCP_PROBE_MODELS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../selector/models/probe"),
+        PathBuf::from,
+    )
 }
 
 /// The probe policy's models, loaded once per process (an error says why they cannot be used).
@@ -158,17 +162,44 @@ pub fn probe_models() -> Result<Arc<ProbeModels>, String> {
             ProbeModels::load(&dir).map(Arc::new).map_err(|e| {
                 format!(
                     "{e} (train with `ccp-eval gen-data selection-train --kind probe` and \
-                     `ccp-eval train probe`, or `make models`)"
+                     `ccp-eval train probe`, or `make probe-model`)"
                 )
             })
         })
         .clone()
 }
 
-/// The margin of `selector-probe`: `$CCP_PROBE_MARGIN` (a finite number >= 0, for a sweep on
-/// a validation set), else [`probe::DEFAULT_MARGIN`].
+/// The margin of `selector-probe`: `$CCP_PROBE_MARGIN` (a finite number, for a sweep on a
+/// validation set; below 0, a trial is proposed even for a predicted loss), else
+/// [`probe::DEFAULT_MARGIN`].
 pub fn probe_margin() -> f64 {
-    env_margin("CCP_PROBE_MARGIN").unwrap_or(probe::DEFAULT_MARGIN)
+    std::env::var("CCP_PROBE_MARGIN")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|g| g.is_finite())
+        .unwrap_or(probe::DEFAULT_MARGIN)
+}
+
+/// The trial of `selector-probe`: `$CCP_PROBE_TRIAL=on` runs [`probe::Trial::default`] (with
+/// `$CCP_PROBE_CONFIDENT` as its `confident_gain` when set), `off` none, else
+/// [`probe::default_trial`].
+pub fn probe_trial() -> Option<probe::Trial> {
+    let on = || {
+        let mut t = probe::Trial::default();
+        if let Some(g) = std::env::var("CCP_PROBE_CONFIDENT")
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|g| !g.is_nan())
+        {
+            t.confident_gain = g;
+        }
+        t
+    };
+    match std::env::var("CCP_PROBE_TRIAL").as_deref() {
+        Ok("on") => Some(on()),
+        Ok("off") => None,
+        _ => probe::default_trial(),
+    }
 }
 
 /// What `selector-probe-explore` does in the runs that follow: start on `start`, switch to
@@ -515,6 +546,7 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
             ProbeChoice::Predict {
                 models,
                 margin: probe_margin(),
+                trial: probe_trial(),
             },
             &log,
             port,

@@ -43,12 +43,12 @@ fn bench() -> Scenario {
     small(
         "selection-bench",
         &[
-            "att-lte-at0-rtt20-buf1",
-            "wan-bw10-rtt150-loss0.05-buf2",
-            "vs-1cubic-bw30-rtt40-buf1",
-            "delay-20-100-20",
-            "delay-bw20-rtt50-loss0-buf4",
-            "web-flows-vs1cubic-bw20-rtt40-buf2",
+            "att-lte.up-at60-rtt29-buf0.63",
+            "bw48-rtt102-loss0.018-buf0.78",
+            "vs-1cubic-bw44-rtt88-loss0-buf1.6",
+            "bw36-rtt32-loss0-buf0.67-7sloss0",
+            "delay-bw14-rtt27-loss0.019-buf5.4",
+            "web-flows-vs1cubic-bw10-rtt12-loss0-buf0.37",
         ],
     )
 }
@@ -181,19 +181,16 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
     assert_eq!(h.classes.len(), 6);
 }
 
+/// The training, validation and test sets: disjoint seeds, the same classes, no path of one in
+/// another, and no second of a recorded trace in two of them.
 #[test]
-fn the_twin_differs_from_the_bench_in_every_class() {
-    let a = ccp_eval::builtin::scenario("selection-bench")
-        .unwrap()
-        .unwrap();
-    let b = ccp_eval::builtin::scenario("selection-bench-test")
-        .unwrap()
-        .unwrap();
-    assert!(
-        a.seeds.iter().all(|s| !b.seeds.contains(s)),
-        "disjoint seeds"
+fn the_three_sets_share_no_path_seed_or_trace_second() {
+    let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
+    let (train, val, test) = (
+        load("selection-train"),
+        load("selection-bench"),
+        load("selection-bench-test"),
     );
-    assert!(a.seeds.len() >= 3 && b.seeds.len() >= 3);
     let classes = |s: &Scenario| {
         let mut m: BTreeMap<String, usize> = BTreeMap::new();
         for c in &s.conditions {
@@ -202,21 +199,80 @@ fn the_twin_differs_from_the_bench_in_every_class() {
         m
     };
     assert_eq!(
-        classes(&a),
-        classes(&b),
+        classes(&val),
+        classes(&test),
         "the same classes, as many conditions"
     );
-    assert!(classes(&a).values().all(|&n| n >= 4));
-    // No condition of the test set is one of the bench's (path and traffic alike), and no
-    // trace segment is reused.
-    for c in &b.conditions {
-        let twin = a.conditions.iter().find(|x| {
-            x.rate == c.rate
-                && x.rtt_ms == c.rtt_ms
-                && x.loss == c.loss
-                && x.buffer == c.buffer
-                && x.phases == c.phases
-        });
-        assert!(twin.is_none(), "{} repeats {}", c.id, twin.unwrap().id);
+    assert_eq!(classes(&val).len(), 6);
+    assert!(classes(&val).values().all(|&n| n >= 10));
+    assert_eq!(
+        classes(&train).keys().collect::<Vec<_>>(),
+        classes(&val).keys().collect::<Vec<_>>()
+    );
+    assert!(val.seeds.len() >= 3 && test.seeds.len() >= 3);
+    let sets = [&train, &val, &test];
+    for (i, a) in sets.iter().enumerate() {
+        for b in &sets[i + 1..] {
+            assert!(
+                a.seeds.iter().all(|s| !b.seeds.contains(s)),
+                "disjoint seeds"
+            );
+            for c in &b.conditions {
+                assert!(
+                    a.conditions.iter().all(|x| x.id != c.id),
+                    "{} is in two sets",
+                    c.id
+                );
+                let twin = a.conditions.iter().find(|x| {
+                    x.rate == c.rate
+                        && x.rtt_ms == c.rtt_ms
+                        && x.loss == c.loss
+                        && x.buffer == c.buffer
+                        && x.phases == c.phases
+                });
+                assert!(twin.is_none(), "{} repeats {}", c.id, twin.unwrap().id);
+            }
+        }
+    }
+    // Trace segments: [offset, offset + duration) of each recording, per set (from the files:
+    // a loaded scenario holds the trace already rotated).
+    let segments = |s: &Scenario| -> Vec<(String, f64, f64)> {
+        let text = ccp_eval::builtin::SCENARIOS
+            .iter()
+            .find(|(n, _)| *n == s.name)
+            .unwrap()
+            .1;
+        let file: toml::Table = text.parse().unwrap();
+        file["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| {
+                let trace = c.get("trace")?.as_str()?.to_string();
+                let off = c.get("trace_offset_s").map_or(0.0, |v| {
+                    v.as_float()
+                        .or_else(|| v.as_integer().map(|i| i as f64))
+                        .unwrap()
+                });
+                Some((trace, off, off + s.duration_s))
+            })
+            .collect()
+    };
+    let all: Vec<Vec<(String, f64, f64)>> = sets.iter().map(|s| segments(s)).collect();
+    assert!(
+        all.iter().all(|v| !v.is_empty()),
+        "every set replays traces"
+    );
+    for (i, a) in all.iter().enumerate() {
+        for b in &all[i + 1..] {
+            for (f, lo, hi) in b {
+                for (g, lo2, hi2) in a {
+                    assert!(
+                        f != g || hi <= lo2 || hi2 <= lo,
+                        "{f}: {lo}-{hi} s overlaps {lo2}-{hi2} s"
+                    );
+                }
+            }
+        }
     }
 }

@@ -23,13 +23,21 @@ pub const FEATURE_NAMES: [&str; N_FEATURES] = [
     "rate_cv",
     "loss_per_kpkt",
     "timeouts",
+    "rtt_ratio_drained",
 ];
 
 /// Number of features.
-pub const N_FEATURES: usize = 11;
+pub const N_FEATURES: usize = 12;
 
 /// Version of the feature schema; model files name the version they were trained on.
-pub const FEATURE_SCHEMA_VERSION: u32 = 1;
+/// 2: `rtt_ratio_drained` added.
+pub const FEATURE_SCHEMA_VERSION: u32 = 2;
+
+/// The span, in minimum RTTs, over which `rtt_ratio_drained` looks for a drained queue: Copa
+/// drains its own queue about every 5 RTTs (Arun & Balakrishnan, NSDI 2018, §2.2, which uses
+/// the same test to detect buffer-filling competitors), so a queue that did not empty within
+/// this span is somebody else's.
+pub const DRAIN_RTTS: u64 = 5;
 
 /// Reports at the start of a flow left out of the variability statistics: slow start doubles
 /// the rate every round, which says nothing about the path's own variability.
@@ -101,6 +109,9 @@ pub struct ProbeStats {
     delivered_bytes: u64,
     lost_pkts: u64,
     timeouts: u64,
+    /// (report time, the report's smallest RTT sample), newest last, over the last
+    /// [`DRAIN_RTTS`] minimum RTTs.
+    recent_min: std::collections::VecDeque<(u64, u64)>,
 }
 
 impl ProbeStats {
@@ -123,6 +134,7 @@ impl ProbeStats {
             delivered_bytes: 0,
             lost_pkts: 0,
             timeouts: 0,
+            recent_min: std::collections::VecDeque::new(),
         }
     }
 
@@ -156,6 +168,22 @@ impl ProbeStats {
                 self.rate.push(rate);
             }
         }
+        let sample = match (m.min_rtt_us, m.rtt_us) {
+            (0, r) => r,
+            (a, 0) => a,
+            (a, r) => a.min(r),
+        };
+        if sample > 0 {
+            self.recent_min.push_back((now_us, sample));
+        }
+        let span = DRAIN_RTTS.saturating_mul(self.min_rtt_us);
+        while self
+            .recent_min
+            .front()
+            .is_some_and(|&(t, _)| now_us.saturating_sub(t) > span)
+        {
+            self.recent_min.pop_front();
+        }
         self.first_us.get_or_insert(now_us);
         self.last_us = Some(now_us.max(self.last_us.unwrap_or(0)));
     }
@@ -166,6 +194,11 @@ impl ProbeStats {
             (Some(a), Some(b)) => b.saturating_sub(a),
             _ => 0,
         }
+    }
+
+    /// The smallest RTT seen, µs (0: none yet).
+    pub fn min_rtt_us(&self) -> u64 {
+        self.min_rtt_us
     }
 
     /// Reports folded so far.
@@ -199,6 +232,7 @@ impl ProbeStats {
             0.0
         };
         let delivered_pkts = (self.delivered_bytes / self.mss_bytes).max(1) as f64;
+        let drained = self.recent_min.iter().map(|&(_, r)| r).min().unwrap_or(0);
         let f = [
             min / 1_000.0,
             ratio(mean_rtt),
@@ -211,6 +245,7 @@ impl ProbeStats {
             self.rate.cv(),
             1_000.0 * self.lost_pkts as f64 / delivered_pkts,
             self.timeouts as f64,
+            ratio(drained as f64),
         ];
         f.map(|x| if x.is_finite() { x.max(0.0) } else { 0.0 })
     }
@@ -264,6 +299,23 @@ mod tests {
         assert!(f[1] > 1.9 && f[1] < 2.0, "mean ratio {}", f[1]);
         assert!(f[4] > 0.1, "rtt cv {}", f[4]);
         assert!((f[9] - 2.0).abs() < 1e-9, "loss per kpkt {}", f[9]);
+        // The queue never drained in the last 5 minimum RTTs (0.5 s): its smallest RTT there
+        // is 240 ms, 2.4 times the base.
+        assert!((f[11] - 2.4).abs() < 1e-9, "drained {}", f[11]);
+    }
+
+    #[test]
+    fn a_queue_that_drains_is_not_a_standing_one() {
+        let mut s = ProbeStats::new(1_000);
+        // 100 ms of base RTT; a queue of 150 ms that empties every fourth report (400 ms).
+        for i in 0..20u64 {
+            let now = 100_000 * (i + 1);
+            let rtt = if i % 4 == 3 { 100_000 } else { 250_000 };
+            s.push(&report(now, rtt, 1_000_000, 0), now);
+        }
+        let f = s.features();
+        assert!((f[11] - 1.0).abs() < 1e-9, "drained {}", f[11]);
+        assert!(f[1] > 1.5, "mean ratio {}", f[1]);
     }
 
     #[test]

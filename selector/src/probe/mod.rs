@@ -3,12 +3,14 @@
 //!
 //! A flow starts on its preference mode's start candidate (the best single candidate of the
 //! training set under that mode's objective). Its first reports build the probe's path
-//! features ([`features`]: base RTT, queue growth, delay and delivery-rate variability, loss).
+//! features ([`features`]: base RTT, queue growth, delay and delivery-rate variability, loss,
+//! and how close recent RTTs come back to the base: Copa's test for competing flows).
 //! When the probe window ends (1.5 s and 10 minimum RTTs by default, stored with the models),
 //! one regressor per other candidate ([`model`]) predicts the gain in the flow's score from
 //! switching to it now over staying; the flow switches to the largest predicted gain if it
 //! exceeds a margin, and keeps its choice to the end. One decision per flow: at most one
-//! swap, and a flow that ends within its probe never swaps.
+//! swap, and a flow that ends within its probe never swaps. Optionally ([`trial`], off by
+//! default) the flow measures the proposal against its start before keeping it.
 //!
 //! What it takes from the literature and what it changes:
 //! - from Antelope (`PAPERS.md` §2): per-candidate gradient-boosted regressors and the
@@ -25,19 +27,31 @@
 
 pub mod features;
 pub mod model;
+pub mod trial;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
 pub use model::{ProbeModels, ProbeSample};
+pub use trial::{Trial, WindowScore};
 
 use crate::antelope::reward::Mode;
 use crate::policy::{Decision, Explanation, Features, FlowContext, SelectionPolicy};
 
-/// Gain (ln units of the mode's score: 0.02 is ~2 %) a candidate's prediction must exceed
-/// before a flow leaves its start candidate (chosen on `selection-bench`, the validation set).
-pub const DEFAULT_MARGIN: f64 = 0.02;
+/// Gain (ln units of the mode's score: 0.1 is ~10 %) a candidate's prediction must exceed
+/// before a flow leaves its start candidate (chosen on `selection-bench`, the validation set:
+/// 0.02, 0.1 and 0.2 captured 26, 30 and 20 % of its headroom).
+pub const DEFAULT_MARGIN: f64 = 0.1;
+
+/// The trial deployed flows run before they keep a switch ([`trial`]): none. On
+/// `selection-bench` (validation) the trial captured 8 % of the headroom against 26-27 %
+/// without it: a window of 1.5 s measures the proposal's first seconds, and against competing
+/// flows or on a cellular link those do not say what the rest of the flow gains
+/// (`docs/selector.md`). `ccp-eval` turns it on with `CCP_PROBE_TRIAL=on`.
+pub fn default_trial() -> Option<Trial> {
+    None
+}
 
 /// The features of one flow's probe, recorded for training.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,6 +73,9 @@ pub enum ProbeChoice {
         models: Arc<ProbeModels>,
         /// Least predicted gain that moves a flow (ln units).
         margin: f64,
+        /// Measure the proposed switch before keeping it ([`trial`]); `None`: switch for good
+        /// at the probe's end.
+        trial: Option<Trial>,
     },
     /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
     /// it is the start), and record the probe's features in `sink`.
@@ -124,6 +141,11 @@ impl Probe {
             window,
             stats: ProbeStats::new(ctx.mss_bytes),
             chosen: None,
+            trial: match &self.choice {
+                ProbeChoice::Predict { trial, .. } => *trial,
+                ProbeChoice::Force { .. } => None,
+            },
+            stage: None,
             features: Vec::new(),
             scores: Vec::new(),
         }
@@ -142,6 +164,8 @@ pub struct ProbePolicy {
     window: ProbeWindow,
     stats: ProbeStats,
     chosen: Option<usize>,
+    trial: Option<Trial>,
+    stage: Option<trial::Stage>,
     features: Vec<f64>,
     scores: Vec<f64>,
 }
@@ -152,23 +176,37 @@ impl ProbePolicy {
         self.mode
     }
 
-    /// The candidate chosen at the probe's end (`None` while probing).
+    /// The candidate chosen for good (`None` while probing or trying a switch).
     pub fn chosen(&self) -> Option<usize> {
         self.chosen
+    }
+
+    /// The trial's measured scores so far (reference, trial), ln units, while it runs.
+    pub fn trial_scores(&self) -> (Option<f64>, Option<f64>) {
+        self.stage
+            .as_ref()
+            .map_or((None, None), |s| s.scores(self.mode))
     }
 
     fn choose(&mut self, current: usize, now_us: u64) -> usize {
         let x = self.stats.features();
         self.features = x.to_vec();
         match &self.choice {
-            ProbeChoice::Predict { models, margin } => {
+            ProbeChoice::Predict { models, margin, .. } => {
                 models.predict(self.mode, &self.names, &x, &mut self.scores);
-                let best = crate::policy::argmax_from(&self.scores, current);
                 let now = self
                     .scores
                     .get(current)
                     .copied()
                     .unwrap_or(f64::NEG_INFINITY);
+                // The best other candidate (a negative margin proposes it even when it is
+                // predicted slightly worse: a trial measures it before the flow keeps it).
+                let mut best = current;
+                for (i, s) in self.scores.iter().enumerate() {
+                    if i != current && (best == current || *s > self.scores[best]) {
+                        best = i;
+                    }
+                }
                 let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
                 if best != current && top.is_finite() && top - now > *margin {
                     best
@@ -200,27 +238,56 @@ impl SelectionPolicy for ProbePolicy {
     }
 
     fn decide(&mut self, f: &Features<'_>) -> Decision {
-        let chosen = if let Some(c) = self.chosen {
+        let want = if let Some(c) = self.chosen {
             c
+        } else if let (Some(stage), Some(trial)) = (self.stage.as_mut(), self.trial.as_ref()) {
+            let flow = trial::TrialFlow {
+                trial,
+                mode: self.mode,
+                start: self.initial,
+                min_rtt_us: self.stats.min_rtt_us(),
+            };
+            let step = stage.step(&flow, f.current, f.measurement, f.now_us);
+            match step {
+                trial::Step::Run(c) => c,
+                trial::Step::Done(c) => {
+                    self.chosen = Some(c);
+                    c
+                }
+            }
         } else {
             self.stats.push(f.measurement, f.now_us);
             if !self.stats.done(&self.window) {
                 return Decision::Hold;
             }
             let c = self.choose(f.current, f.now_us);
-            self.chosen = Some(c);
-            c
+            let gain = self.scores.get(c).copied().unwrap_or(f64::NEG_INFINITY)
+                - self.scores.get(f.current).copied().unwrap_or(0.0);
+            match self.trial {
+                Some(t) if c != f.current && gain < t.confident_gain => {
+                    // Measure the start first, then the proposal (`trial`).
+                    self.stage = Some(trial::Stage::Reference {
+                        target: c,
+                        window: WindowScore::default(),
+                    });
+                    f.current
+                }
+                _ => {
+                    self.chosen = Some(c);
+                    c
+                }
+            }
         };
         // The choice is asked for until the selector makes it (a loss hold may delay it).
-        if chosen == f.current {
+        if want == f.current {
             Decision::Stay
         } else {
-            Decision::SwitchTo(chosen)
+            Decision::SwitchTo(want)
         }
     }
 
     fn explain(&self) -> Option<Explanation> {
-        self.chosen.map(|_| Explanation {
+        (self.chosen.is_some() || self.stage.is_some()).then(|| Explanation {
             features: self.features.clone(),
             scores: self.scores.clone(),
         })

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use ccp_algorithms::Measurement;
 
+use super::features::FEATURE_SCHEMA_VERSION;
 use super::*;
 
 const NAMES: [&str; 3] = ["bbr", "copa", "vegas"];
@@ -115,7 +116,10 @@ fn models_survive_a_save_and_load_and_bad_files_are_refused() {
     for (what, bad) in [
         (
             "feature_schema",
-            text.replace("\"feature_schema\": 1", "\"feature_schema\": 9"),
+            text.replace(
+                &format!("\"feature_schema\": {FEATURE_SCHEMA_VERSION}"),
+                "\"feature_schema\": 9",
+            ),
         ),
         (
             "not `probe-models`",
@@ -193,6 +197,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
         ProbeChoice::Predict {
             models: models.clone(),
             margin: DEFAULT_MARGIN,
+            trial: None,
         },
         HashMap::new(),
     );
@@ -222,6 +227,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
         ProbeChoice::Predict {
             models,
             margin: 1.0,
+            trial: None,
         },
         HashMap::new(),
     );
@@ -242,6 +248,7 @@ fn a_choice_is_asked_for_until_the_selector_makes_it() {
         ProbeChoice::Predict {
             models,
             margin: DEFAULT_MARGIN,
+            trial: None,
         },
         HashMap::new(),
     );
@@ -327,6 +334,7 @@ fn the_preference_mode_comes_from_the_port() {
         ProbeChoice::Predict {
             models,
             margin: DEFAULT_MARGIN,
+            trial: None,
         },
         HashMap::from([(5001, Mode::Delay)]),
     );
@@ -339,4 +347,125 @@ fn the_preference_mode_comes_from_the_port() {
     let p = probe.policy(&ctx);
     assert_eq!(p.mode(), Mode::Default);
     assert_eq!(p.initial(), 0);
+}
+
+/// As [`run`], but the delivery rate depends on the active candidate: `scale[c]` times the
+/// path's 10 Mbit/s.
+fn run_scaled(
+    p: &mut ProbePolicy,
+    current: &mut usize,
+    reports: u64,
+    cv: f64,
+    scale: [f64; 3],
+) -> Vec<Decision> {
+    let mut out = Vec::new();
+    for i in 1..=reports {
+        let k = if i.is_multiple_of(2) {
+            1.0 + cv
+        } else {
+            1.0 - cv
+        };
+        let m = Measurement {
+            now_us: 50_000 * i,
+            acked_bytes: (62_500.0 * k * scale[*current]) as u64,
+            rtt_us: 50_000,
+            min_rtt_us: 50_000,
+            ..Measurement::default()
+        };
+        let d = p.decide(&Features {
+            measurement: &m,
+            current: *current,
+            candidates: &NAMES,
+            now_us: m.now_us,
+            srtt_us: 50_000,
+            reports: i,
+        });
+        if let Decision::SwitchTo(k) = d {
+            *current = k;
+        }
+        out.push(d);
+    }
+    out
+}
+
+#[test]
+fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
+    let models = Arc::new(
+        ProbeModels::train(
+            &samples(400),
+            ProbeWindow {
+                min_ms: 1_000,
+                rtts: 10,
+            },
+            starts(),
+        )
+        .unwrap(),
+    );
+    let trial = Trial {
+        window_ms: 500,
+        window_rtts: 1,
+        settle_ms: 200,
+        settle_rtts: 1,
+        min_gain: 0.0,
+        confident_gain: f64::INFINITY,
+    };
+    let probe = Probe::new(
+        ProbeChoice::Predict {
+            models: models.clone(),
+            margin: DEFAULT_MARGIN,
+            trial: Some(trial),
+        },
+        HashMap::new(),
+    );
+    // The models propose Copa (index 1) on a variable rate; Copa delivers 1.5x here.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run_scaled(&mut p, &mut current, 80, 0.5, [1.0, 1.5, 1.0]);
+    let swaps: Vec<_> = d
+        .iter()
+        .filter(|d| matches!(d, Decision::SwitchTo(_)))
+        .collect();
+    assert_eq!(swaps, [&Decision::SwitchTo(1)], "{d:?}");
+    // The switch comes after the probe (1 s) and the reference window (0.5 s).
+    let at = d.iter().position(|d| *d == Decision::SwitchTo(1)).unwrap();
+    assert!(at >= 30, "switched at report {at}");
+    assert_eq!(p.chosen(), Some(1));
+    assert_eq!(current, 1);
+    let (reference, tried) = p.trial_scores();
+    assert!(reference.is_some() && tried.is_some());
+
+    // Copa delivers half as much: the flow goes back to its start and stays there.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run_scaled(&mut p, &mut current, 80, 0.5, [1.0, 0.5, 1.0]);
+    let swaps: Vec<_> = d
+        .iter()
+        .filter(|d| matches!(d, Decision::SwitchTo(_)))
+        .collect();
+    assert_eq!(
+        swaps,
+        [&Decision::SwitchTo(1), &Decision::SwitchTo(0)],
+        "{d:?}"
+    );
+    assert_eq!(p.chosen(), Some(0));
+    assert_eq!(current, 0);
+    assert!(d[d.len() - 10..].iter().all(|d| *d == Decision::Stay));
+
+    // A proposal predicted to gain more than `confident_gain` is kept without a trial.
+    let sure = Probe::new(
+        ProbeChoice::Predict {
+            models,
+            margin: DEFAULT_MARGIN,
+            trial: Some(Trial {
+                confident_gain: 0.1,
+                ..trial
+            }),
+        },
+        HashMap::new(),
+    );
+    let mut p = sure.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run_scaled(&mut p, &mut current, 80, 0.5, [1.0, 0.5, 1.0]);
+    assert_eq!(d[20], Decision::SwitchTo(1), "{d:?}");
+    assert_eq!(p.chosen(), Some(1));
 }
