@@ -150,34 +150,7 @@ fn models_survive_a_save_and_load_and_bad_files_are_refused() {
 /// Feeds `reports` reports of a steady 10 Mbit/s, 50 ms path (rate variability `cv`: every
 /// other report carries `1 + cv` or `1 - cv` of the rate) and returns the decisions.
 fn run(p: &mut ProbePolicy, current: &mut usize, reports: u64, cv: f64) -> Vec<Decision> {
-    let mut out = Vec::new();
-    for i in 1..=reports {
-        let k = if i.is_multiple_of(2) {
-            1.0 + cv
-        } else {
-            1.0 - cv
-        };
-        let m = Measurement {
-            now_us: 50_000 * i,
-            acked_bytes: (62_500.0 * k) as u64,
-            rtt_us: 50_000,
-            min_rtt_us: 50_000,
-            ..Measurement::default()
-        };
-        let d = p.decide(&Features {
-            measurement: &m,
-            current: *current,
-            candidates: &NAMES,
-            now_us: m.now_us,
-            srtt_us: 50_000,
-            reports: i,
-        });
-        if let Decision::SwitchTo(k) = d {
-            *current = k;
-        }
-        out.push(d);
-    }
-    out
+    run_scaled(p, current, reports, cv, [1.0; 3])
 }
 
 #[test]
