@@ -111,9 +111,11 @@ fn cubic_fills_a_10_mbit_40_ms_link_and_sees_its_rtt() {
         stats.data.oversized, 0,
         "offloads left on: the relay saw GSO frames"
     );
-    // Frames leave when their delay ends, give or take the scheduler of a busy machine.
+    // Frames leave when their delay ends, give or take the scheduler of a busy machine (a
+    // workspace test run beside it made 6 % late once; a relay that did not keep time would
+    // make nearly all of them late).
     assert!(
-        stats.data.late_frames * 20 < stats.data.forwarded,
+        stats.data.late_frames * 10 < stats.data.forwarded,
         "{stats:?}"
     );
     assert!(stats.data.forwarded >= 3_000, "{stats:?}");

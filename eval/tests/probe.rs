@@ -131,7 +131,7 @@ fn check_rows(data: &Path) {
     let mut groups: BTreeMap<(String, String, String), Vec<Vec<String>>> = BTreeMap::new();
     for line in text.lines().skip(1) {
         let cols: Vec<String> = line.split(',').map(String::from).collect();
-        assert_eq!(cols.len(), 6 + 11, "{line}");
+        assert_eq!(cols.len(), 6 + ccp_selector::probe::N_FEATURES, "{line}");
         groups
             .entry((cols[0].clone(), cols[1].clone(), cols[2].clone()))
             .or_default()
