@@ -153,19 +153,18 @@ fn run(p: &mut ProbePolicy, current: &mut usize, reports: u64, cv: f64) -> Vec<D
     run_scaled(p, current, reports, cv, [1.0; 3])
 }
 
+/// Models of 400 samples whose probe ends after 1 s and 10 minimum RTTs.
+fn one_second_models() -> Arc<ProbeModels> {
+    let window = ProbeWindow {
+        min_ms: 1_000,
+        rtts: 10,
+    };
+    Arc::new(ProbeModels::train(&samples(400), window, starts()).unwrap())
+}
+
 #[test]
 fn a_flow_holds_through_its_probe_then_chooses_once() {
-    let models = Arc::new(
-        ProbeModels::train(
-            &samples(400),
-            ProbeWindow {
-                min_ms: 1_000,
-                rtts: 10,
-            },
-            starts(),
-        )
-        .unwrap(),
-    );
+    let models = one_second_models();
     let probe = Probe::new(
         ProbeChoice::Predict {
             models: models.clone(),
@@ -363,17 +362,7 @@ fn run_scaled(
 
 #[test]
 fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
-    let models = Arc::new(
-        ProbeModels::train(
-            &samples(400),
-            ProbeWindow {
-                min_ms: 1_000,
-                rtts: 10,
-            },
-            starts(),
-        )
-        .unwrap(),
-    );
+    let models = one_second_models();
     let trial = Trial {
         window_ms: 500,
         window_rtts: 1,
