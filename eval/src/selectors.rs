@@ -107,13 +107,16 @@ pub fn candidate_names() -> Vec<&'static str> {
 /// Where the models of `objective` (`antelope` or `outcome`) are read from:
 /// `$CCP_ANTELOPE_MODELS` / `$CCP_OUTCOME_MODELS`, else `eval/models/<objective>`.
 pub fn models_dir(objective: &str) -> PathBuf {
-    let var = format!("CCP_{}_MODELS", objective.to_uppercase());
+    env_dir(
+        &format!("CCP_{}_MODELS", objective.to_uppercase()),
+        &format!("models/{objective}"),
+    )
+}
+
+/// The directory `$var` names, else `default` relative to this crate's source.
+fn env_dir(var: &str, default: &str) -> PathBuf {
     std::env::var_os(var).map_or_else(
-        || {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("models")
-                .join(objective)
-        },
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(default),
         PathBuf::from,
     )
 }
@@ -147,10 +150,7 @@ pub fn models(objective: &str) -> Result<Arc<ModelSet>, String> {
 /// Where `selector-probe` reads its models: `$CCP_PROBE_MODELS`, else the shipped ones,
 /// `selector/models/probe` (`make probe-model`).
 pub fn probe_models_dir() -> PathBuf {
-    std::env::var_os("CCP_PROBE_MODELS").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../selector/models/probe"),
-        PathBuf::from,
-    )
+    env_dir("CCP_PROBE_MODELS", "../selector/models/probe")
 }
 
 /// The probe policy's models, loaded once per process (an error says why they cannot be used).
@@ -173,9 +173,7 @@ pub fn probe_models() -> Result<Arc<ProbeModels>, String> {
 /// validation set; below 0, a trial is proposed even for a predicted loss), else
 /// [`probe::DEFAULT_MARGIN`].
 pub fn probe_margin() -> f64 {
-    std::env::var("CCP_PROBE_MARGIN")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
+    env_f64("CCP_PROBE_MARGIN")
         .filter(|g| g.is_finite())
         .unwrap_or(probe::DEFAULT_MARGIN)
 }
@@ -186,11 +184,7 @@ pub fn probe_margin() -> f64 {
 pub fn probe_trial() -> Option<probe::Trial> {
     let on = || {
         let mut t = probe::Trial::default();
-        if let Some(g) = std::env::var("CCP_PROBE_CONFIDENT")
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|g| !g.is_nan())
-        {
+        if let Some(g) = env_f64("CCP_PROBE_CONFIDENT").filter(|g| !g.is_nan()) {
             t.confident_gain = g;
         }
         t
@@ -432,10 +426,12 @@ pub fn min_gain_override(objective: &str) -> Option<f64> {
 /// `$CCP_OUTCOME_MARGIN_ABS` / `$CCP_ANTELOPE_MARGIN_ABS` set
 /// `AntelopeConfig::min_gain_abs` (absolute margin) the same way.
 fn env_margin(var: &str) -> Option<f64> {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|g| g.is_finite() && *g >= 0.0)
+    env_f64(var).filter(|g| g.is_finite() && *g >= 0.0)
+}
+
+/// The number the environment variable `var` holds (surrounding blanks allowed), else `None`.
+fn env_f64(var: &str) -> Option<f64> {
+    std::env::var(var).ok()?.trim().parse().ok()
 }
 
 /// Antelope's App-requirement API as the harness configures it (key = destination port):

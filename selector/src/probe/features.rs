@@ -168,11 +168,7 @@ impl ProbeStats {
                 self.rate.push(rate);
             }
         }
-        let sample = match (m.min_rtt_us, m.rtt_us) {
-            (0, r) => r,
-            (a, 0) => a,
-            (a, r) => a.min(r),
-        };
+        let sample = lower_min(0, [m.min_rtt_us, m.rtt_us]);
         if sample > 0 {
             self.recent_min.push_back((now_us, sample));
         }

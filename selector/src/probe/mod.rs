@@ -141,10 +141,6 @@ impl Probe {
             window,
             stats: ProbeStats::new(ctx.mss_bytes),
             chosen: None,
-            trial: match &self.choice {
-                ProbeChoice::Predict { trial, .. } => *trial,
-                ProbeChoice::Force { .. } => None,
-            },
             stage: None,
             features: Vec::new(),
             scores: Vec::new(),
@@ -164,7 +160,6 @@ pub struct ProbePolicy {
     window: ProbeWindow,
     stats: ProbeStats,
     chosen: Option<usize>,
-    trial: Option<Trial>,
     stage: Option<trial::Stage>,
     features: Vec<f64>,
     scores: Vec<f64>,
@@ -188,7 +183,17 @@ impl ProbePolicy {
             .map_or((None, None), |s| s.scores(self.mode))
     }
 
-    fn choose(&mut self, current: usize, now_us: u64) -> usize {
+    /// The trial a proposed switch runs (`None`: it is kept at once).
+    fn trial(&self) -> Option<Trial> {
+        match &self.choice {
+            ProbeChoice::Predict { trial, .. } => *trial,
+            ProbeChoice::Force { .. } => None,
+        }
+    }
+
+    /// The candidate for the rest of the flow and its predicted gain over staying (0 when it
+    /// stays or the switch is forced).
+    fn choose(&mut self, current: usize, now_us: u64) -> (usize, f64) {
         let x = self.stats.features();
         self.features = x.to_vec();
         match &self.choice {
@@ -209,9 +214,9 @@ impl ProbePolicy {
                 }
                 let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
                 if best != current && top.is_finite() && top - now > *margin {
-                    best
+                    (best, top - now)
                 } else {
-                    current
+                    (current, 0.0)
                 }
             }
             ProbeChoice::Force { sink, .. } => {
@@ -222,7 +227,7 @@ impl ProbePolicy {
                         at_us: now_us,
                         features: x,
                     });
-                self.forced.unwrap_or(current)
+                (self.forced.unwrap_or(current), 0.0)
             }
         }
     }
@@ -240,9 +245,9 @@ impl SelectionPolicy for ProbePolicy {
     fn decide(&mut self, f: &Features<'_>) -> Decision {
         let want = if let Some(c) = self.chosen {
             c
-        } else if let (Some(stage), Some(trial)) = (self.stage.as_mut(), self.trial.as_ref()) {
+        } else if let (Some(trial), Some(stage)) = (self.trial(), self.stage.as_mut()) {
             let flow = trial::TrialFlow {
-                trial,
+                trial: &trial,
                 mode: self.mode,
                 start: self.initial,
                 min_rtt_us: self.stats.min_rtt_us(),
@@ -260,10 +265,8 @@ impl SelectionPolicy for ProbePolicy {
             if !self.stats.done(&self.window) {
                 return Decision::Hold;
             }
-            let c = self.choose(f.current, f.now_us);
-            let gain = self.scores.get(c).copied().unwrap_or(f64::NEG_INFINITY)
-                - self.scores.get(f.current).copied().unwrap_or(0.0);
-            match self.trial {
+            let (c, gain) = self.choose(f.current, f.now_us);
+            match self.trial() {
                 Some(t) if c != f.current && gain < t.confident_gain => {
                     // Measure the start first, then the proposal (`trial`).
                     self.stage = Some(trial::Stage::Reference {
