@@ -115,10 +115,10 @@ onnx-example: venv
 	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace,lptcp,rltcp,arc
 
 # TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): A2C on
-# ccp/Select-v0 over `antelope-train` (disjoint from tcprl-288 and dynamic), then the DNC on paths
-# that change on purpose, both exported to ONNX; about 15-25 min on two busy cores.
+# ccp/Select-v0 over `tcprl-train` (no rate, RTT or non-zero loss rate of tcprl-288 or dynamic),
+# then the DNC on paths that change on purpose, both exported to ONNX; about 25 min on two cores.
 tcprl-model: venv
-	$(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl --iterations 5000 \
+	$(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl --scenario eval/scenarios/tcprl-train.toml --iterations 5000 \
 	  --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 --dnc-conditions 100 --dnc-episodes 2
 
 # ARC's shipped actor (algorithms/models/arc: actor.onnx, actor.json, curve.json; docs/algorithms.md):

@@ -24,6 +24,7 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "antelope-train",
         include_str!("../scenarios/antelope-train.toml"),
     ),
+    ("tcprl-train", include_str!("../scenarios/tcprl-train.toml")),
     (
         "selection-bench",
         include_str!("../scenarios/selection-bench.toml"),
@@ -77,6 +78,7 @@ pub fn description(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::RateSource;
 
     #[test]
     fn every_builtin_scenario_parses_and_names_known_schemes() {
@@ -94,5 +96,39 @@ mod tests {
             scenario("tcprl-288").unwrap().unwrap().conditions.len(),
             288
         );
+    }
+
+    /// TCP-RL's policy trains on `tcprl-train` and is measured on `tcprl-288` and `dynamic`:
+    /// no rate, RTT or non-zero loss rate of the training grid is in either.
+    #[test]
+    fn tcprl_train_shares_no_rate_rtt_or_loss_with_its_test_scenarios() {
+        let load = |n: &str| scenario(n).unwrap().unwrap();
+        let train = load("tcprl-train");
+        assert_eq!(train.conditions.len(), 196);
+        let mut rates = Vec::new();
+        let mut rtts = Vec::new();
+        let mut losses = Vec::new();
+        for s in [load("tcprl-288"), load("dynamic")] {
+            for c in &s.conditions {
+                if let RateSource::Constant(r) = c.rate {
+                    rates.push(r);
+                }
+                rtts.push(c.rtt_ms);
+                losses.push(c.loss);
+                for p in &c.phases {
+                    rates.extend(p.bw_mbps);
+                    rtts.extend(p.rtt_ms);
+                    losses.extend(p.loss);
+                }
+            }
+        }
+        for c in &train.conditions {
+            let RateSource::Constant(r) = c.rate else {
+                panic!("{}: a constant rate", c.id)
+            };
+            assert!(!rates.contains(&r), "{}: rate {r}", c.id);
+            assert!(!rtts.contains(&c.rtt_ms), "{}: RTT {}", c.id, c.rtt_ms);
+            assert!(c.loss == 0.0 || !losses.contains(&c.loss), "{}", c.id);
+        }
     }
 }

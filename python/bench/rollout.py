@@ -34,7 +34,7 @@ def main() -> None:
     rates: dict[str, list[float]] = {"in process": [], f"ray, {a.workers} actors": []}
     for r in range(a.repeats):
         for mode, workers in (("in process", 0), (f"ray, {a.workers} actors", a.workers)):
-            cfg = a2c.Config(envs=8, rollout=10, iterations=a.iterations, seed=r, ray_workers=workers, ray_address=a.address)
+            cfg = a2c.Config(scenario="antelope-train", envs=8, rollout=10, iterations=a.iterations, seed=r, ray_workers=workers, ray_address=a.address)
             t = time.perf_counter()
             res = a2c.train(cfg)
             rate = res.env_steps / (time.perf_counter() - t)

@@ -46,7 +46,7 @@ from . import net
 class Config:
     """A training run: the environment, the A2C settings, the seed."""
 
-    scenario: str = "antelope-train"
+    scenario: str = "tcprl-train"
     conditions: list | None = None
     candidates: list | None = None
     window: int = 8
