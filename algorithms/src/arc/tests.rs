@@ -83,6 +83,7 @@ fn without_a_model_it_is_not_ready_and_holds_its_initial_window() {
             assert_eq!(c.pacing, Some(Pacing::Unpaced));
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -267,7 +267,8 @@ fn the_online_learner_refits_in_the_background() {
         let mut sink = antelope.samples.as_ref().unwrap().lock().unwrap();
         sink.extend(synthetic(100));
     }
-    let save = tempdir().join("online");
+    let tmp = tempdir();
+    let save = tmp.join("online");
     let learner = OnlineLearner::spawn_saving(
         Arc::clone(&antelope),
         synthetic(30),
@@ -321,7 +322,29 @@ fn the_online_learner_refits_in_the_background() {
     assert_eq!(siblings.len(), 1, "{siblings:?}");
 }
 
-fn tempdir() -> std::path::PathBuf {
+/// A directory of its own under the temporary directory, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> TempDir {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
     let d = std::env::temp_dir().join(format!(
@@ -331,7 +354,7 @@ fn tempdir() -> std::path::PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 /// Samples where vegas has the best delay-mode label and bbr the best default one.
