@@ -118,6 +118,24 @@ def test_select_step_length_in_seconds(tiny: pathlib.Path) -> None:
     assert len(gaps) >= 3 and np.all(gaps >= 0.5) and np.all(gaps < 0.6), times
 
 
+def test_swap_cost_is_charged_on_the_steps_that_swap_and_only_there(tiny: pathlib.Path) -> None:
+    actions = [0, 0, 1, 1, 0, 0]
+    kw = dict(scenario=str(tiny), candidates=["cubic", "bbr"], initial=0, step_s=0.25)
+    _, free, _ = rollout(SelectEnv(**kw), 5, actions)
+    _, paid, infos = rollout(SelectEnv(**kw, swap_cost=0.3), 5, actions)
+    swapped = [i["swapped"] for i in infos[1:]]
+    assert swapped == [False, False, True, False, True, False]
+    for r0, r1, i, s in zip(free, paid, infos[1:], swapped, strict=True):
+        # The path is the same (the cost is on the reward only), and raw stays the unpriced one.
+        assert r1 == pytest.approx(r0 - (0.3 if s else 0.0), abs=1e-12)
+        assert i["reward_raw"] == pytest.approx(r0, abs=1e-12)
+    # The first action swaps when it is not the candidate the flow started on.
+    _, _, infos = rollout(SelectEnv(**kw, swap_cost=0.3), 5, [1])
+    assert infos[1]["swapped"] is True
+    with pytest.raises(ValueError, match="swap_cost"):
+        SelectEnv(**kw, swap_cost=-0.1)
+
+
 def test_oracle_from_the_candidates_run_alone(tiny: pathlib.Path) -> None:
     rows = ccp_suite.run(tiny, schemes=["cubic", "bbr"], jobs=1)
     best = best_per_condition(rows, ["cubic", "bbr"])

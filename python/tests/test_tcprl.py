@@ -102,6 +102,25 @@ def test_soft_oracle_targets_share_the_mass_of_near_ties(tmp_path: pathlib.Path)
     assert a2c.oracle_targets({"x": "bbr"}, cands, None)["x"].tolist() == [0.0, 0.0, 1.0, 0.0]
 
 
+def test_the_headroom_pool_draws_conditions_by_what_choosing_gains(tmp_path: pathlib.Path) -> None:
+    # B = cubic (best mean); "x": reno beats it by 0.25 -> 1 + 2 draws; "y": cubic best -> 1;
+    # "z": reno by 0.9, capped at 1 + 4; "w": no bbr result -> left out.
+    table = {"x": (-1.0, -1.25, -3.0), "y": (-3.0, -1.0, -3.0), "z": (-1.0, -1.9, -3.0)}
+    rows = ["condition,scheme,seed,reward,status"]
+    for cond, rewards in table.items():
+        rows += [f"{cond},{s},1,{r},ok" for s, r in zip(["reno", "cubic", "bbr"], rewards, strict=True)]
+    rows += ["w,reno,1,0,ok", "w,cubic,1,0,ok", "w,bbr,1,0,failed"]
+    path = tmp_path / "results.csv"
+    path.write_text("\n".join(rows) + "\n")
+    pool, best = a2c.headroom_pool(str(path), ["reno", "cubic", "bbr"], unit=0.1)
+    assert best == "cubic"
+    assert sorted(pool) == ["x"] * 3 + ["y"] + ["z"] * 5
+    with pytest.raises(ValueError, match="unit"):
+        a2c.headroom_pool(str(path), ["reno", "cubic", "bbr"], unit=0.0)
+    with pytest.raises(ValueError, match="no condition"):
+        a2c.headroom_pool(str(path), ["reno", "vegas"], unit=0.1)
+
+
 def test_the_imitation_term_teaches_the_oracle_per_condition(tiny: pathlib.Path) -> None:
     # Labels that differ by condition (and are not what the reward alone would pick), so the
     # policy must read the path from its observation to agree with them.

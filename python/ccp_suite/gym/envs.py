@@ -134,6 +134,10 @@ class SelectEnv(_SimEnv):
     initial scheme; drawn with `np_random`); `reset(options={"initial": ...})` overrides it.
     `oracle`: a mapping condition id -> best candidate, or a `results.csv` of the candidates run
     alone; `info["oracle"]` is then that candidate's index (-1 when unknown).
+    `swap_cost` (not in TCP-RL; default 0): subtracted from the reward of a step whose action
+    moves the flow to another candidate, a price on switching for training against needless
+    swaps; `info["swapped"]` says whether the step swapped, `info["reward_raw"]` is the reward
+    without the cost.
     """
 
     def __init__(
@@ -147,7 +151,10 @@ class SelectEnv(_SimEnv):
         conditions: Iterable[int | str] | None = None,
         initial: int | str = "random",
         oracle: Mapping[str, str] | str | os.PathLike[str] | None = None,
+        swap_cost: float = 0.0,
     ) -> None:
+        if not (math.isfinite(swap_cost) and swap_cost >= 0.0):
+            raise ValueError(f"swap_cost must be a finite number >= 0, not {swap_cost!r}")
         super().__init__(
             "select",
             scenario,
@@ -161,6 +168,8 @@ class SelectEnv(_SimEnv):
         self.candidates = self.core.candidates()
         self.initial = initial
         self.oracle = _load_oracle(oracle, self.candidates)
+        self.swap_cost = float(swap_cost)
+        self.active: int | None = None
         n = self.core.obs_len()
         self.observation_space = spaces.Box(0.0, 10.0, shape=(n,), dtype=np.float32)
         self.action_space = spaces.Discrete(len(self.candidates))
@@ -193,13 +202,20 @@ class SelectEnv(_SimEnv):
         super().reset(seed=seed)
         condition = self._condition(options)
         initial = self._initial(options)
+        self.active = initial
         return self._start({**(options or {}), "condition": condition}, initial)
 
     def step(self, action):
         a = int(action)
         if not 0 <= a < len(self.candidates):
             raise ValueError(f"action {action!r} is not a candidate index (0..{len(self.candidates) - 1})")
-        return self._advance(float(a))
+        swapped = self.active is not None and a != self.active
+        self.active = a
+        obs, reward, term, trunc, info = self._advance(float(a))
+        info["swapped"] = swapped
+        if swapped:
+            reward -= self.swap_cost
+        return obs, reward, term, trunc, info
 
 
 class _ContinuousEnv(_SimEnv):

@@ -100,6 +100,14 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--imitation-end", type=float, default=d.imitation_end)
     t.add_argument("--imitation-decay-iterations", type=int, default=None, help="default: --iterations")
     t.add_argument("--oracle-temperature", type=float, default=None, help="soft labels: softmax((R - R_best) / T)")
+    t.add_argument("--swap-cost", type=float, default=d.swap_cost, help="subtracted from a step's reward when it swaps (ln units)")
+    t.add_argument(
+        "--oversample",
+        default=None,
+        help="results.csv of the candidates alone on --scenario: draw conditions by headroom over the best single (a2c.headroom_pool)",
+    )
+    t.add_argument("--oversample-unit", type=float, default=0.1, help="headroom (ln units) worth one more draw")
+    t.add_argument("--oversample-cap", type=int, default=4, help="at most this many more draws per condition")
     t.add_argument("--dnc-conditions", type=int, default=40, help="0: no DNC")
     t.add_argument("--dnc-episodes", type=int, default=2)
     r = sub.add_parser("dnc", help="retrain only the DNC of a trained model in --out (same seed, same data)")
@@ -124,9 +132,25 @@ def main(argv: list[str] | None = None) -> None:
         (a.out / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
         print(json.dumps(summary["dnc"]))
         return
+    candidates = a.candidates.split(",") if a.candidates else None
+    conditions, extra = None, {}
+    if a.oversample:
+        from ..gym import SelectEnv
+
+        env = SelectEnv(scenario=a.scenario, candidates=candidates)
+        conditions, best = a2c.headroom_pool(a.oversample, env.candidates, a.oversample_unit, a.oversample_cap)
+        ids = env.condition_ids
+        missing = sorted(set(ids) - set(conditions))
+        if missing:
+            sys.exit(f"--oversample {a.oversample}: no result of every candidate for {len(missing)} of the scenario's conditions, e.g. {missing[:3]}")
+        extra = {
+            "oversample": {"results": a.oversample, "unit": a.oversample_unit, "cap": a.oversample_cap, "best_single": best}
+        }
     cfg = a2c.Config(
         scenario=a.scenario,
-        candidates=a.candidates.split(",") if a.candidates else None,
+        conditions=conditions,
+        extra=extra,
+        candidates=candidates,
         iterations=a.iterations,
         envs=a.envs,
         rollout=a.rollout,
@@ -145,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         imitation_end=a.imitation_end,
         imitation_decay_iterations=a.imitation_decay_iterations,
         oracle_temperature=a.oracle_temperature,
+        swap_cost=a.swap_cost,
     )
 
     def log(point):

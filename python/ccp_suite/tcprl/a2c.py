@@ -79,6 +79,9 @@ class Config:
     imitation_end: float = 0.0
     imitation_decay_iterations: int | None = None
     oracle_temperature: float | None = None
+    # A price per swap in the training reward (`SelectEnv.swap_cost`; ln units, before
+    # `reward_scale`), against needless switching. Not in TCP-RL.
+    swap_cost: float = 0.0
     extra: dict = field(default_factory=dict)
 
     def beta(self, it: int) -> float:
@@ -107,6 +110,7 @@ def make_env(cfg: Config, **overrides):
         conditions=cfg.conditions,
         initial="random",
         oracle=cfg.oracle,
+        swap_cost=cfg.swap_cost,
     )
     kw.update(overrides)
     return SelectEnv(**kw)
@@ -135,6 +139,33 @@ def oracle_targets(oracle, candidates: list[str], temperature: float | None) -> 
             z = np.exp((r - r.max()) / temperature)
             out[cond] = z / z.sum()
     return out
+
+
+def headroom_pool(results_csv, candidates: list[str], unit: float, cap: int = 4) -> tuple[list[str], str]:
+    """A training pool that draws conditions in proportion to what choosing can gain there
+    (not in TCP-RL, which draws uniformly): from a `results.csv` of the candidates run alone,
+    B is the candidate with the best mean reward over the conditions, and each condition
+    appears 1 + min(cap, floor((R_best - R_B) / unit)) times (R in ln units), so a condition
+    where B is best is drawn once and one where another candidate beats B by 0.4 (at unit
+    0.1) five times. Returns the pool (condition ids) and B."""
+    import csv
+
+    from ..gym.envs import reward_table
+
+    if not unit > 0 or cap < 0:
+        raise ValueError(f"unit must be > 0 and cap >= 0, not {unit!r}, {cap!r}")
+    with open(results_csv, newline="") as f:
+        table = reward_table(csv.DictReader(f), candidates)
+    complete = {c: r for c, r in table.items() if all(k in r for k in candidates)}
+    if not complete:
+        raise ValueError(f"{results_csv}: no condition has a result for each of {candidates}")
+    b = max(candidates, key=lambda k: sum(r[k] for r in complete.values()))
+    pool = []
+    for cond in sorted(complete):
+        r = complete[cond]
+        extra = int(min(cap, np.floor((max(r.values()) - r[b]) / unit)))
+        pool += [cond] * (1 + extra)
+    return pool, b
 
 
 class EnvMaker:
