@@ -117,9 +117,10 @@ onnx-example: venv
 # TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): A2C on
 # ccp/Select-v0 over `tcprl-train` (no rate, RTT or non-zero loss rate of tcprl-288 or dynamic),
 # then the DNC on paths that change on purpose, both exported to ONNX; about 25 min on two cores.
+# Flows start on Copa in the selector: the best mean reward of the twelve run alone on tcprl-train.
 tcprl-model: venv
 	$(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl --scenario eval/scenarios/tcprl-train.toml --iterations 5000 \
-	  --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 --dnc-conditions 100 --dnc-episodes 2
+	  --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 --dnc-conditions 100 --dnc-episodes 2 --start copa
 
 # ARC's shipped actor (algorithms/models/arc: actor.onnx, actor.json, curve.json; docs/algorithms.md):
 # off-policy actor-critic on ccp/Rate-v0 over `arc-train` (disjoint from arc-paper's buffers),

@@ -199,6 +199,12 @@ def test_export_runs_in_onnx_runtime_as_in_numpy(trained, tmp_path: pathlib.Path
     assert abs(float(p[0, 0]) - ref["dnc_p"]) < 1e-5
     side = json.loads((tmp_path / "tcprl.json").read_text())
     assert side["candidates"] == res.candidates and side["step"] == {"rtts": 4.0}
+    assert side["start"] == "random"
+    start = res.candidates[-1]
+    export.write(tmp_path, res.params, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s, d, start=start)
+    assert json.loads((tmp_path / "tcprl.json").read_text())["start"] == start
+    with pytest.raises(ValueError, match="start"):
+        export.write(tmp_path, res.params, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s, d, start="nope")
 
 
 def test_the_dnc_learns_path_changes(tiny: pathlib.Path, tmp_path: pathlib.Path) -> None:

@@ -43,6 +43,8 @@ pub struct FlowContext<'a> {
     pub dst_ip: u32,
     /// Destination port.
     pub dst_port: u32,
+    /// Source port.
+    pub src_port: u32,
     /// Maximum segment size, bytes.
     pub mss_bytes: u32,
 }
@@ -55,6 +57,7 @@ impl<'a> FlowContext<'a> {
             sock_id: 0,
             dst_ip: 0,
             dst_port: 0,
+            src_port: 0,
             mss_bytes: 1448,
         }
     }

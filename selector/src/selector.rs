@@ -260,6 +260,7 @@ impl<I: Ipc> CongAlg<I> for Selector {
             sock_id: info.sock_id,
             dst_ip: info.dst_ip,
             dst_port: info.dst_port,
+            src_port: info.src_port,
             mss_bytes: start.mss_bytes,
         });
         let current = policy.initial().min(names.len().saturating_sub(1));

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use ccp_algorithms::Measurement;
 use ccp_selector::onnx::OnnxError;
 use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
-use ccp_selector::{Decision, Features, SelectionPolicy};
+use ccp_selector::{Decision, Features, FlowContext, SelectionPolicy};
 use serde::Deserialize;
 
 fn dir() -> PathBuf {
@@ -164,4 +164,59 @@ fn bad_models_are_clear_errors() {
     let e = TcpRlModel::load(&tmp.join("tcprl.json"), &names).unwrap_err();
     assert!(e.to_string().contains("missing.onnx"), "{e}");
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// A copy of the shipped model whose sidecar's `start` is `start` (`None`: no such field).
+fn with_start(tag: &str, start: Option<&str>) -> PathBuf {
+    let tmp = std::env::temp_dir().join(format!("ccp-tcprl-start-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for f in ["policy.onnx", "dnc.onnx"] {
+        std::fs::copy(dir().join(f), tmp.join(f)).unwrap();
+    }
+    let mut side: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("tcprl.json")).unwrap()).unwrap();
+    match start {
+        Some(s) => side["start"] = serde_json::json!(s),
+        None => {
+            side.as_object_mut().unwrap().remove("start");
+        }
+    }
+    std::fs::write(tmp.join("tcprl.json"), side.to_string()).unwrap();
+    tmp
+}
+
+#[test]
+fn a_flow_starts_on_the_sidecars_start_or_on_a_draw_that_varies_by_flow() {
+    let names = names();
+    if load(&names).is_none() {
+        return;
+    }
+    let starts = |side: &Path| -> Vec<&str> {
+        let model = Arc::new(TcpRlModel::load(&side.join("tcprl.json"), &names).unwrap());
+        let factory = TcpRlPolicy::factory(model);
+        // Flows that differ only in the source port (the simulator's runs differ there).
+        (0..24u32)
+            .map(|port| {
+                let ctx = FlowContext {
+                    src_port: 10_000 + port,
+                    ..FlowContext::for_candidates(&names)
+                };
+                names[factory(&ctx).initial()]
+            })
+            .collect()
+    };
+    for (tag, start) in [("absent", None), ("random", Some("random"))] {
+        let side = with_start(tag, start);
+        let drawn = starts(&side);
+        let distinct: std::collections::BTreeSet<_> = drawn.iter().collect();
+        assert!(distinct.len() >= 4, "{tag}: {drawn:?}");
+        let _ = std::fs::remove_dir_all(&side);
+    }
+    let side = with_start("vegas", Some("vegas"));
+    assert!(starts(&side).iter().all(|s| *s == "vegas"));
+    let _ = std::fs::remove_dir_all(&side);
+    let side = with_start("bad", Some("no-such-cca"));
+    let e = TcpRlModel::load(&side.join("tcprl.json"), &names).unwrap_err();
+    assert!(e.to_string().contains("start"), "{e}");
+    let _ = std::fs::remove_dir_all(&side);
 }

@@ -51,7 +51,9 @@ def train_dnc(cfg: a2c.Config, conditions: int, episodes: int):
     return d, threshold, summary
 
 
-def train_all(cfg: a2c.Config, out: pathlib.Path, dnc_conditions: int, dnc_episodes: int, log=print) -> dict:
+def train_all(
+    cfg: a2c.Config, out: pathlib.Path, dnc_conditions: int, dnc_episodes: int, log=print, start: str = "random"
+) -> dict:
     started = time.perf_counter()
     res = a2c.train(cfg, log=log)
     summary: dict = {
@@ -67,8 +69,9 @@ def train_all(cfg: a2c.Config, out: pathlib.Path, dnc_conditions: int, dnc_episo
         dnc_params, threshold, summary["dnc"] = train_dnc(cfg, dnc_conditions, dnc_episodes)
         log({"dnc": summary["dnc"]})
     export.write(
-        out, res.params, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s, dnc_params, threshold
+        out, res.params, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s, dnc_params, threshold, start
     )
+    summary["start"] = start
     summary["total_wall_s"] = round(time.perf_counter() - started, 1)
     (out / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
@@ -100,6 +103,11 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--imitation-end", type=float, default=d.imitation_end)
     t.add_argument("--imitation-decay-iterations", type=int, default=None, help="default: --iterations")
     t.add_argument("--oracle-temperature", type=float, default=None, help="soft labels: softmax((R - R_best) / T)")
+    t.add_argument(
+        "--start",
+        default="random",
+        help="the candidate every flow starts on in the selector, or 'random' (TCP-RL's random initial scheme per flow)",
+    )
     t.add_argument("--swap-cost", type=float, default=d.swap_cost, help="subtracted from a step's reward when it swaps (ln units)")
     t.add_argument(
         "--oversample",
@@ -175,7 +183,14 @@ def main(argv: list[str] | None = None) -> None:
     def log(point):
         print(json.dumps(point), flush=True)
 
-    s = train_all(cfg, a.out, a.dnc_conditions, a.dnc_episodes, log)
+    names = candidates
+    if names is None:
+        from .. import candidates as suite_candidates
+
+        names = list(suite_candidates())
+    if a.start != "random" and a.start not in names:
+        sys.exit(f"--start {a.start!r}: not 'random' nor one of {names}")
+    s = train_all(cfg, a.out, a.dnc_conditions, a.dnc_episodes, log, a.start)
     print(f"wrote {a.out} in {s['total_wall_s']} s", file=sys.stderr)
 
 

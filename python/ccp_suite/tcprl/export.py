@@ -115,8 +115,13 @@ def write(
     step_s: float | None,
     dnc: dict | None = None,
     dnc_threshold: float = 0.5,
+    start: str = "random",
 ) -> pathlib.Path:
-    """Writes `policy.onnx`, `dnc.onnx` (if given) and `tcprl.json` into `out_dir`."""
+    """Writes `policy.onnx`, `dnc.onnx` (if given) and `tcprl.json` into `out_dir`. `start`:
+    the candidate every flow starts on in the selector, or "random" (TCP-RL's random initial
+    scheme, drawn per flow)."""
+    if start != "random" and start not in candidates:
+        raise ValueError(f"start must be 'random' or one of {list(candidates)}, not {start!r}")
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     onnx.save(policy_graph(policy), str(out / "policy.onnx"))
@@ -132,6 +137,7 @@ def write(
         "policy": "policy.onnx",
         "dnc": "dnc.onnx" if dnc is not None else None,
         "dnc_threshold": dnc_threshold,
+        "start": start,
     }
     (out / "tcprl.json").write_text(json.dumps(sidecar, indent=1) + "\n")
     (out / "reference.json").write_text(json.dumps(reference(policy, dnc)) + "\n")

@@ -7,7 +7,8 @@
 //! The sidecar: `schema_version` ([`SCHEMA_VERSION`]), `candidates` (the model's order),
 //! `window` (reports per feature window), `obs_dim`, `hidden` (LSTM size), `step`
 //! (`{"rtts": k}` or `{"seconds": s}`), `policy`, `dnc` (file names; `dnc` may be null) and
-//! `dnc_threshold`. The policy takes `obs` `[1, obs_dim]`, `h_in` and `c_in` `[1, hidden]` and gives
+//! `dnc_threshold`, and optionally `start`: the candidate every flow starts on, or `"random"`
+//! (also when absent: TCP-RL's random initial scheme, drawn per flow from its identity). The policy takes `obs` `[1, obs_dim]`, `h_in` and `c_in` `[1, hidden]` and gives
 //! `probs` `[1, candidates]`, `value` `[1, 1]`, `h_out` and `c_out`; the DNC takes `x`
 //! `[1, 2 obs_dim + candidates]` (last observation, one-hot of the last action, observation)
 //! and gives `p_change` `[1, 1]`. Every name and shape is checked at load.
@@ -55,6 +56,9 @@ pub struct TcpRlSidecar {
     pub dnc: Option<String>,
     /// P(change) above which the DNC fires.
     pub dnc_threshold: f64,
+    /// The candidate a flow starts on; `None` or `"random"`: drawn per flow.
+    #[serde(default)]
+    pub start: Option<String>,
 }
 
 /// The loaded networks, shared by every flow.
@@ -65,6 +69,8 @@ pub struct TcpRlModel {
     step: StepLength,
     /// For each of the selector's candidates, the model's index (`None`: not the model's).
     to_model: Vec<Option<usize>>,
+    /// The sidecar's `start`, model order (`None`: random).
+    start: Option<usize>,
     dir: PathBuf,
 }
 
@@ -151,6 +157,19 @@ impl TcpRlModel {
                 format!("{}, {}", sidecar.hidden, sidecar.dnc_threshold),
             ));
         }
+        let start = match sidecar.start.as_deref() {
+            None | Some("random") => None,
+            Some(name) => match sidecar.candidates.iter().position(|c| c == name) {
+                Some(k) => Some(k),
+                None => {
+                    return Err(mismatch(
+                        "start",
+                        format!("\"random\" or one of {:?}", sidecar.candidates),
+                        format!("{name:?}"),
+                    ));
+                }
+            },
+        };
         let dir = sidecar_path
             .parent()
             .unwrap_or(Path::new("."))
@@ -193,6 +212,7 @@ impl TcpRlModel {
             sidecar,
             step,
             to_model,
+            start,
             dir,
         })
     }
@@ -210,6 +230,11 @@ impl TcpRlModel {
     /// Whether the change detector is loaded.
     pub fn has_dnc(&self) -> bool {
         self.dnc.is_some()
+    }
+
+    /// The model's index of the candidate every flow starts on (`None`: a random one).
+    pub fn start(&self) -> Option<usize> {
+        self.start
     }
 
     /// The model's index of the selector's candidate `candidate`.

@@ -6,8 +6,9 @@
 //! sidecar's threshold) the LSTM state is cleared and the flow moves to a random candidate,
 //! as TCP-RL does to flush what it had learned about the old path. Otherwise the policy
 //! network runs one LSTM step and the most probable candidate is the decision (greedy: the
-//! exploration of training is off). A flow starts on a candidate drawn from its identity
-//! (TCP-RL's random initial scheme, reproducible per flow).
+//! exploration of training is off). A flow starts on the sidecar's `start` candidate, or,
+//! when that is `"random"` or absent, on a candidate drawn from the flow's identity (socket,
+//! ports, destination: TCP-RL's random initial scheme, reproducible per flow).
 //!
 //! Left out: TCP-RL's online learning (the model is trained offline in `ccp_suite.tcprl`
 //! and frozen here).
@@ -51,7 +52,9 @@ impl TcpRlPolicy {
         let n = model.sidecar().candidates.len();
         let hidden = model.sidecar().hidden;
         let mut rng = SplitMix64::new(seed);
-        let initial = (rng.next_u64() % n.max(1) as u64) as usize;
+        // Drawn either way, so the DNC's draws do not depend on the start.
+        let drawn = (rng.next_u64() % n.max(1) as u64) as usize;
+        let initial = model.start().unwrap_or(drawn);
         Self {
             stepper: Stepper::new(model.step(), model.sidecar().window, n),
             h: vec![0.0; hidden],
@@ -74,7 +77,8 @@ impl TcpRlPolicy {
         Arc::new(move |ctx: &FlowContext<'_>| {
             let seed = u64::from(ctx.sock_id) << 32
                 ^ u64::from(ctx.dst_ip).rotate_left(16)
-                ^ u64::from(ctx.dst_port);
+                ^ u64::from(ctx.dst_port)
+                ^ u64::from(ctx.src_port) << 16;
             Box::new(TcpRlPolicy::new(model.clone(), seed)) as _
         })
     }
