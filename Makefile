@@ -114,13 +114,18 @@ onnx-example: venv
 	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
 	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace,lptcp,rltcp,arc
 
-# TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): A2C on
-# ccp/Select-v0 over `tcprl-train` (no rate, RTT or non-zero loss rate of tcprl-288 or dynamic),
-# then the DNC on paths that change on purpose, both exported to ONNX; about 25 min on two cores.
-# Flows start on Copa in the selector: the best mean reward of the twelve run alone on tcprl-train.
-tcprl-model: venv
-	$(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl --scenario eval/scenarios/tcprl-train.toml --iterations 5000 \
-	  --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 --dnc-conditions 100 --dnc-episodes 2 --start copa
+# TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): the twelve
+# candidates alone on `tcprl-train` (no rate, RTT or non-zero loss rate of tcprl-288 or dynamic;
+# 4,704 runs, a few minutes), then A2C on ccp/Select-v0 over its conditions, each drawn in
+# proportion to what choosing gains there over the best single CCA (--oversample), then the DNC
+# on paths that change on purpose, both exported to ONNX; about 35 min on two cores. Flows start
+# on Copa in the selector: the best mean reward of the twelve alone on tcprl-train.
+TCPRL_CANDIDATES := cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace,lptcp,rltcp,arc
+tcprl-model: venv deps
+	$(EVAL) run eval/scenarios/tcprl-train.toml --schemes $(TCPRL_CANDIDATES) --out results/tcprl-train-singles
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl \
+	  --scenario eval/scenarios/tcprl-train.toml --iterations 5000 --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 \
+	  --oversample results/tcprl-train-singles/results.csv --dnc-conditions 100 --dnc-episodes 2 --start copa
 
 # ARC's shipped actor (algorithms/models/arc: actor.onnx, actor.json, curve.json; docs/algorithms.md):
 # off-policy actor-critic on ccp/Rate-v0 over `arc-train` (disjoint from arc-paper's buffers),
