@@ -95,6 +95,19 @@ fn session(path: &Path, library: Option<&Path>) -> Result<Session, OnnxError> {
     })
 }
 
+/// The model's index of the sidecar's `start` (`None`: random), or the name it does not know.
+fn start_index(sidecar: &TcpRlSidecar) -> Result<Option<usize>, String> {
+    match sidecar.start.as_deref() {
+        None | Some("random") => Ok(None),
+        Some(name) => sidecar
+            .candidates
+            .iter()
+            .position(|c| c == name)
+            .map(Some)
+            .ok_or_else(|| name.to_string()),
+    }
+}
+
 impl TcpRlModel {
     /// Loads `sidecar` (`tcprl.json`) and its networks for a selector over `candidates`, which
     /// must include each of the model's once, in any order (a selector with more candidates
@@ -157,19 +170,13 @@ impl TcpRlModel {
                 format!("{}, {}", sidecar.hidden, sidecar.dnc_threshold),
             ));
         }
-        let start = match sidecar.start.as_deref() {
-            None | Some("random") => None,
-            Some(name) => match sidecar.candidates.iter().position(|c| c == name) {
-                Some(k) => Some(k),
-                None => {
-                    return Err(mismatch(
-                        "start",
-                        format!("\"random\" or one of {:?}", sidecar.candidates),
-                        format!("{name:?}"),
-                    ));
-                }
-            },
-        };
+        let start = start_index(&sidecar).map_err(|name| {
+            mismatch(
+                "start",
+                format!("\"random\" or one of {:?}", sidecar.candidates),
+                format!("{name:?}"),
+            )
+        })?;
         let dir = sidecar_path
             .parent()
             .unwrap_or(Path::new("."))
