@@ -166,12 +166,15 @@ fn bad_models_are_clear_errors() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
-/// A copy of the shipped model whose sidecar's `start` is `start` (`None`: no such field).
-fn with_start(tag: &str, start: Option<&str>) -> PathBuf {
-    let tmp = std::env::temp_dir().join(format!("ccp-tcprl-start-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+/// A copy of the shipped model whose sidecar's `start` is `start` (`None`: no such field),
+/// removed when dropped.
+fn with_start(start: Option<&str>) -> tempfile::TempDir {
+    let tmp = tempfile::Builder::new()
+        .prefix("ccp-tcprl-start-")
+        .tempdir()
+        .unwrap();
     for f in ["policy.onnx", "dnc.onnx"] {
-        std::fs::copy(dir().join(f), tmp.join(f)).unwrap();
+        std::fs::copy(dir().join(f), tmp.path().join(f)).unwrap();
     }
     let mut side: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir().join("tcprl.json")).unwrap()).unwrap();
@@ -181,7 +184,7 @@ fn with_start(tag: &str, start: Option<&str>) -> PathBuf {
             side.as_object_mut().unwrap().remove("start");
         }
     }
-    std::fs::write(tmp.join("tcprl.json"), side.to_string()).unwrap();
+    std::fs::write(tmp.path().join("tcprl.json"), side.to_string()).unwrap();
     tmp
 }
 
@@ -206,17 +209,16 @@ fn a_flow_starts_on_the_sidecars_start_or_on_a_draw_that_varies_by_flow() {
             .collect()
     };
     for (tag, start) in [("absent", None), ("random", Some("random"))] {
-        let side = with_start(tag, start);
-        let drawn = starts(&side);
+        let drawn = starts(with_start(start).path());
         let distinct: std::collections::BTreeSet<_> = drawn.iter().collect();
         assert!(distinct.len() >= 4, "{tag}: {drawn:?}");
-        let _ = std::fs::remove_dir_all(&side);
     }
-    let side = with_start("vegas", Some("vegas"));
-    assert!(starts(&side).iter().all(|s| *s == "vegas"));
-    let _ = std::fs::remove_dir_all(&side);
-    let side = with_start("bad", Some("no-such-cca"));
-    let e = TcpRlModel::load(&side.join("tcprl.json"), &names).unwrap_err();
+    assert!(
+        starts(with_start(Some("vegas")).path())
+            .iter()
+            .all(|s| *s == "vegas")
+    );
+    let side = with_start(Some("no-such-cca"));
+    let e = TcpRlModel::load(&side.path().join("tcprl.json"), &names).unwrap_err();
     assert!(e.to_string().contains("start"), "{e}");
-    let _ = std::fs::remove_dir_all(&side);
 }

@@ -141,16 +141,27 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(summary["dnc"]))
         return
     candidates = a.candidates.split(",") if a.candidates else None
+    from .. import candidates as suite_candidates
+
+    names = candidates or list(suite_candidates())
+    # Checked before training, which export.write would only refuse after it.
+    if a.start != "random" and a.start not in names:
+        sys.exit(f"--start {a.start!r}: not 'random' nor one of {names}")
     conditions, extra = None, {}
     if a.oversample:
         from ..gym import SelectEnv
 
-        env = SelectEnv(scenario=a.scenario, candidates=candidates)
-        conditions, best = a2c.headroom_pool(a.oversample, env.candidates, a.oversample_unit, a.oversample_cap)
-        ids = env.condition_ids
+        try:
+            conditions, best = a2c.headroom_pool(a.oversample, names, a.oversample_unit, a.oversample_cap)
+        except (OSError, ValueError) as e:
+            sys.exit(f"--oversample {a.oversample}: {e}")
+        ids = SelectEnv(scenario=a.scenario, candidates=candidates).condition_ids
         missing = sorted(set(ids) - set(conditions))
         if missing:
             sys.exit(f"--oversample {a.oversample}: no result of every candidate for {len(missing)} of the scenario's conditions, e.g. {missing[:3]}")
+        foreign = sorted(set(conditions) - set(ids))
+        if foreign:
+            sys.exit(f"--oversample {a.oversample}: {len(foreign)} conditions are not {a.scenario}'s, e.g. {foreign[:3]}")
         extra = {
             "oversample": {"results": a.oversample, "unit": a.oversample_unit, "cap": a.oversample_cap, "best_single": best}
         }
@@ -183,13 +194,6 @@ def main(argv: list[str] | None = None) -> None:
     def log(point):
         print(json.dumps(point), flush=True)
 
-    names = candidates
-    if names is None:
-        from .. import candidates as suite_candidates
-
-        names = list(suite_candidates())
-    if a.start != "random" and a.start not in names:
-        sys.exit(f"--start {a.start!r}: not 'random' nor one of {names}")
     s = train_all(cfg, a.out, a.dnc_conditions, a.dnc_episodes, log, a.start)
     print(f"wrote {a.out} in {s['total_wall_s']} s", file=sys.stderr)
 

@@ -82,8 +82,8 @@ fn trained_models_rank_candidates_as_the_data_does_and_survive_a_round_trip() {
     set.predict(Mode::Default, &NAMES, &flat, &mut scores);
     assert!(scores[0] > scores[1], "{scores:?}");
     let dir = tempdir();
-    set.save(&dir).unwrap();
-    let back = ModelSet::load(&dir).unwrap();
+    set.save(dir.path()).unwrap();
+    let back = ModelSet::load(dir.path()).unwrap();
     let mut again = Vec::new();
     back.predict(Mode::Default, &NAMES, &flat, &mut again);
     assert_eq!(scores, again);
@@ -101,9 +101,9 @@ fn boosters_whose_trees_cannot_be_evaluated_are_refused() {
     let dir = tempdir();
     ModelSet::train(&synthetic(200), 20)
         .unwrap()
-        .save(&dir)
+        .save(dir.path())
         .unwrap();
-    let file = dir.join("default-bbr.json");
+    let file = dir.path().join("default-bbr.json");
     let good = std::fs::read_to_string(&file).unwrap();
     // 0: a child pointing at its own node, 1: a child past the end, 2: a feature we lack.
     let broken = |edit: u8| {
@@ -119,7 +119,7 @@ fn boosters_whose_trees_cannot_be_evaluated_are_refused() {
             _ => node.split_feature = 7,
         }
         std::fs::write(&file, b.json_dump().unwrap()).unwrap();
-        ModelSet::load(&dir).unwrap_err().to_string()
+        ModelSet::load(dir.path()).unwrap_err().to_string()
     };
     let e = broken(0);
     assert!(e.contains("is not a later node"), "{e}");
@@ -128,35 +128,38 @@ fn boosters_whose_trees_cannot_be_evaluated_are_refused() {
     let e = broken(2);
     assert!(e.contains("split on feature 7 of 7"), "{e}");
     std::fs::write(&file, good).unwrap();
-    assert!(ModelSet::load(&dir).is_ok());
+    assert!(ModelSet::load(dir.path()).is_ok());
 }
 
 #[test]
 fn bad_model_files_are_refused_with_the_reason() {
     let dir = tempdir();
-    assert!(matches!(ModelSet::load(&dir), Err(ModelError::Io { .. })));
+    assert!(matches!(
+        ModelSet::load(dir.path()),
+        Err(ModelError::Io { .. })
+    ));
     ModelSet::train(&synthetic(50), 20)
         .unwrap()
-        .save(&dir)
+        .save(dir.path())
         .unwrap();
-    let manifest = dir.join("manifest.json");
+    let manifest = dir.path().join("manifest.json");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
         text.replace("\"feature_schema\": 1", "\"feature_schema\": 9"),
     )
     .unwrap();
-    let e = ModelSet::load(&dir).unwrap_err().to_string();
+    let e = ModelSet::load(dir.path()).unwrap_err().to_string();
     assert!(e.contains("feature_schema is 9"), "{e}");
     std::fs::write(&manifest, "{ not json").unwrap();
     assert!(matches!(
-        ModelSet::load(&dir),
+        ModelSet::load(dir.path()),
         Err(ModelError::Manifest { .. })
     ));
     std::fs::write(&manifest, text).unwrap();
-    std::fs::write(dir.join("default-bbr.json"), "garbage").unwrap();
+    std::fs::write(dir.path().join("default-bbr.json"), "garbage").unwrap();
     assert!(matches!(
-        ModelSet::load(&dir),
+        ModelSet::load(dir.path()),
         Err(ModelError::Booster { .. })
     ));
     assert!(matches!(
@@ -168,7 +171,7 @@ fn bad_model_files_are_refused_with_the_reason() {
 #[test]
 fn samples_csv_round_trips_and_names_the_bad_line() {
     let dir = tempdir();
-    let path = dir.join("s.csv");
+    let path = dir.path().join("s.csv");
     let mut text = samples::header();
     for s in synthetic(2) {
         text.push('\n');
@@ -268,7 +271,7 @@ fn the_online_learner_refits_in_the_background() {
         sink.extend(synthetic(100));
     }
     let tmp = tempdir();
-    let save = tmp.join("online");
+    let save = tmp.path().join("online");
     let learner = OnlineLearner::spawn_saving(
         Arc::clone(&antelope),
         synthetic(30),
@@ -323,38 +326,11 @@ fn the_online_learner_refits_in_the_background() {
 }
 
 /// A directory of its own under the temporary directory, removed when dropped.
-struct TempDir(std::path::PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::path::Path> for TempDir {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempdir() -> TempDir {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "antelope-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TempDir(d)
+fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("antelope-test-")
+        .tempdir()
+        .unwrap()
 }
 
 /// Samples where vegas has the best delay-mode label and bbr the best default one.
@@ -374,8 +350,8 @@ fn each_mode_starts_on_its_own_best_candidate_and_a_missing_mode_uses_the_defaul
     let default = set.start_for(Mode::Default).unwrap().to_string();
     assert_ne!(default, "vegas");
     let dir = tempdir();
-    set.save(&dir).unwrap();
-    let back = ModelSet::load(&dir).unwrap();
+    set.save(dir.path()).unwrap();
+    let back = ModelSet::load(dir.path()).unwrap();
     assert_eq!(back.start_for(Mode::Delay), Some("vegas"));
     let antelope = Antelope::new(
         AntelopeConfig {
