@@ -106,13 +106,16 @@ $(PY_STAMP): $(PY_SOURCES)
 	$(VENV)/bin/pip install -q --force-reinstall --no-deps target/py-wheel/ccp_suite-*.whl
 	touch $@
 
+# The selectors' twelve candidates, in the suite's order (the shipped learned models are over them).
+CANDIDATES := cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace,lptcp,rltcp,arc
+
 # Regenerates the example model of the onnx policy from `gen-data`'s feature windows
 # (results/antelope-train/onnx.csv: explore flows' 8-report windows labelled with the
 # condition's best candidate alone).
 onnx-example: venv
 	[ -f results/antelope-train/onnx.csv ] || $(EVAL) gen-data antelope-train --out results/antelope-train
 	$(VENV)/bin/python selector/train/train_onnx.py --data results/antelope-train/onnx.csv --out-dir selector/models/example-onnx \
-	  --candidates cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace,lptcp,rltcp,arc
+	  --candidates $(CANDIDATES)
 
 # TCP-RL's shipped policy and change detector (selector/models/tcprl, docs/learning.md): the twelve
 # candidates alone on `tcprl-train` (no rate, RTT or non-zero loss rate of tcprl-288 or dynamic;
@@ -120,9 +123,8 @@ onnx-example: venv
 # proportion to what choosing gains there over the best single CCA (--oversample), then the DNC
 # on paths that change on purpose, both exported to ONNX; about 35 min on two cores. Flows start
 # on Copa in the selector: the best mean reward of the twelve alone on tcprl-train.
-TCPRL_CANDIDATES := cubic,reno,bbr,copa,vegas,westwood,illinois,c2tcp,vivace,lptcp,rltcp,arc
 tcprl-model: venv deps
-	$(EVAL) run eval/scenarios/tcprl-train.toml --schemes $(TCPRL_CANDIDATES) --out results/tcprl-train-singles
+	$(EVAL) run eval/scenarios/tcprl-train.toml --schemes $(CANDIDATES) --out results/tcprl-train-singles
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl \
 	  --scenario eval/scenarios/tcprl-train.toml --iterations 5000 --beta-decay-iterations 3000 --envs 8 --rollout 10 --seed 1 \
 	  --oversample results/tcprl-train-singles/results.csv --dnc-conditions 100 --dnc-episodes 2 --start copa
