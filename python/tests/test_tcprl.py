@@ -2,6 +2,7 @@
 beats a random one, its ONNX export computes what numpy computes, the DNC learns changes,
 and the selector runs the exported model as `selector-tcprl`."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -205,6 +206,26 @@ def test_export_runs_in_onnx_runtime_as_in_numpy(trained, tmp_path: pathlib.Path
     assert json.loads((tmp_path / "tcprl.json").read_text())["start"] == start
     with pytest.raises(ValueError, match="start"):
         export.write(tmp_path, res.params, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s, d, start="nope")
+
+
+def test_an_exported_policy_reads_back_and_starts_a_run(trained, tiny: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    cfg, res = trained
+    side = export.write(tmp_path, res.params, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s)
+    p, candidates = export.read_policy(side)
+    assert candidates == res.candidates
+    for k in net.NAMES:  # float32 in the file
+        np.testing.assert_allclose(p[k], res.params[k], atol=1e-6, err_msg=k)
+    # A run warm-started from it begins where the trained policy is: after one iteration at a
+    # tiny learning rate it is still far better than random (a fresh start is random).
+    warm = dataclasses.replace(cfg, iterations=1, lr=1e-9, beta_start=0.01, init=str(side))
+    learned = a2c.evaluate(a2c.train(warm).params, cfg, 8, seed=99)
+    random = a2c.evaluate(None, cfg, 8, seed=99, policy="random")
+    assert learned > random + 0.1, (learned, random)
+    with pytest.raises(ValueError, match="candidates"):
+        a2c.initial_params(side, list(reversed(res.candidates)), res.obs_dim, cfg.hidden)
+    (tmp_path / "policy.onnx").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="not a tcprl model"):
+        export.read_policy(side)
 
 
 def test_the_dnc_learns_path_changes(tiny: pathlib.Path, tmp_path: pathlib.Path) -> None:

@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--duration-s", type=float, default=d.duration_s)
     t.add_argument("--lr", type=float, default=d.lr)
     t.add_argument("--reward-scale", type=float, default=d.reward_scale)
+    t.add_argument("--beta-start", type=float, default=d.beta_start, help="entropy weight at the start (TCP-RL: 0.5)")
+    t.add_argument("--init", default=None, help="a tcprl.json whose policy is the starting point (same candidates)")
     t.add_argument("--beta-decay-iterations", type=int, default=None, help="default: --iterations")
     t.add_argument("--seed", type=int, default=d.seed)
     t.add_argument("--ray-workers", type=int, default=0, help="step the environments in N Ray actors (0: in process)")
@@ -147,6 +149,13 @@ def main(argv: list[str] | None = None) -> None:
     # Checked before training, which export.write would only refuse after it.
     if a.start != "random" and a.start not in names:
         sys.exit(f"--start {a.start!r}: not 'random' nor one of {names}")
+    if a.init is not None:
+        try:
+            _, init_candidates = export.read_policy(a.init)
+        except ValueError as e:
+            sys.exit(f"--init: {e}")
+        if init_candidates != names:
+            sys.exit(f"--init {a.init}: trained over {init_candidates}, not this run's {names}")
     conditions, extra = None, {}
     if a.oversample:
         from ..gym import SelectEnv
@@ -189,6 +198,8 @@ def main(argv: list[str] | None = None) -> None:
         imitation_decay_iterations=a.imitation_decay_iterations,
         oracle_temperature=a.oracle_temperature,
         swap_cost=a.swap_cost,
+        beta_start=a.beta_start,
+        init=a.init,
     )
 
     def log(point):

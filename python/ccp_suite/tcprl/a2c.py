@@ -82,6 +82,9 @@ class Config:
     # A price per swap in the training reward (`SelectEnv.swap_cost`; ln units, before
     # `reward_scale`), against needless switching. Not in TCP-RL.
     swap_cost: float = 0.0
+    # A model written by `export.write` (its `tcprl.json`) whose policy is the starting point
+    # instead of fresh weights (same candidates and observation); None: fresh weights.
+    init: str | None = None
     extra: dict = field(default_factory=dict)
 
     def beta(self, it: int) -> float:
@@ -206,6 +209,19 @@ class Result:
     worker_restarts: int = 0
 
 
+def initial_params(sidecar, candidates: list[str], obs_dim: int, hidden: int) -> dict:
+    """The policy of the model at `sidecar` as starting weights, checked against the run's
+    candidates (same order), observation length and hidden size; `ValueError` otherwise."""
+    from .export import read_policy  # onnx, only when asked for
+
+    p, model_candidates = read_policy(sidecar)
+    if model_candidates != list(candidates):
+        raise ValueError(f"{sidecar}: candidates {model_candidates}, but this run's are {list(candidates)}")
+    if p["w1"].shape != (obs_dim, hidden):
+        raise ValueError(f"{sidecar}: input layer {p['w1'].shape}, but this run needs {(obs_dim, hidden)}")
+    return p
+
+
 def train(cfg: Config, log=None) -> Result:
     """Runs A2C for `cfg.iterations` rollouts; returns the parameters and the curve (mean
     step reward of the rollouts, unscaled, per 10 iterations)."""
@@ -222,6 +238,8 @@ def _train(cfg: Config, envs, rng, log) -> Result:
     candidates, obs_dim = envs.spaces()
     A = len(candidates)
     p = net.init_params(obs_dim, A, rng, cfg.hidden)
+    if cfg.init is not None:
+        p = initial_params(cfg.init, candidates, obs_dim, cfg.hidden)
     opt = net.Adam(p, lr=cfg.lr, clip=cfg.clip)
     obs = envs.reset([cfg.seed * 10_007 + i for i in range(cfg.envs)])
     B, H = cfg.envs, cfg.hidden

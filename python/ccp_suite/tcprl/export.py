@@ -17,6 +17,7 @@ import pathlib
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
@@ -104,6 +105,39 @@ def dnc_graph(d: dict) -> onnx.ModelProto:
     m.ir_version = 8
     onnx.checker.check_model(m)
     return m
+
+
+def read_policy(sidecar_path) -> tuple[dict, list[str]]:
+    """The parameters (float64, `net.init_params`' layout) and candidates of a model written by
+    `write`, from its `tcprl.json` and `policy.onnx`: the inverse of `policy_graph`, so a
+    shipped policy can be trained further. Raises `ValueError` on a file that is not one."""
+    path = pathlib.Path(sidecar_path)
+    try:
+        sidecar = json.loads(path.read_text())
+        graph = onnx.load(str(path.parent / sidecar["policy"])).graph
+        candidates = [str(c) for c in sidecar["candidates"]]
+    except (OSError, ValueError, KeyError, TypeError, DecodeError) as e:
+        raise ValueError(f"{path}: not a tcprl model ({e})") from e
+    w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
+    gates = "ifou"
+    names = ["w1", "b1", "w2", "b2", "w3", "b3", "wp", "bp", "wv", "bv"]
+    names += [f"{k}_{g}" for g in gates for k in ("wx", "wh", "bl")]
+    missing = [k for k in names if k not in w]
+    if missing:
+        raise ValueError(f"{path}: policy graph lacks {missing}")
+    p = {k: w[k] for k in names[:10]}
+    for k in ("wx", "wh"):
+        p[k] = np.concatenate([w[f"{k}_{g}"] for g in gates], axis=1)
+    p["bl"] = np.concatenate([w[f"bl_{g}"] for g in gates])
+    D, H = p["w1"].shape
+    shapes = {"w2": (H, H), "w3": (H, H), "wx": (H, 4 * H), "wh": (H, 4 * H), "bl": (4 * H,)}
+    shapes.update(wp=(H, len(candidates)), bp=(len(candidates),), wv=(H, 1), bv=(1,))
+    for k, shape in shapes.items():
+        if p[k].shape != shape:
+            raise ValueError(f"{path}: {k} has shape {p[k].shape}, expected {shape}")
+    if sidecar.get("obs_dim") != D:
+        raise ValueError(f"{path}: obs_dim {sidecar.get('obs_dim')} but the policy takes {D}")
+    return p, candidates
 
 
 def write(
