@@ -223,6 +223,10 @@ def test_an_exported_policy_reads_back_and_starts_a_run(trained, tiny: pathlib.P
     assert learned > random + 0.1, (learned, random)
     with pytest.raises(ValueError, match="candidates"):
         a2c.initial_params(side, list(reversed(res.candidates)), res.obs_dim, cfg.hidden)
+    nan = dict(res.params, w2=np.full_like(res.params["w2"], np.nan))
+    export.write(tmp_path / "nan", nan, res.candidates, cfg.window, cfg.step_rtts, cfg.step_s)
+    with pytest.raises(ValueError, match="non-finite"):
+        export.read_policy(tmp_path / "nan" / "tcprl.json")
     (tmp_path / "policy.onnx").write_bytes(b"not a model")
     with pytest.raises(ValueError, match="not a tcprl model"):
         export.read_policy(side)

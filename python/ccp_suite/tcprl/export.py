@@ -135,6 +135,9 @@ def read_policy(sidecar_path) -> tuple[dict, list[str]]:
     for k, shape in shapes.items():
         if p[k].shape != shape:
             raise ValueError(f"{path}: {k} has shape {p[k].shape}, expected {shape}")
+    bad = [k for k, v in p.items() if not np.isfinite(v).all()]
+    if bad:
+        raise ValueError(f"{path}: non-finite weights in {bad}")
     if sidecar.get("obs_dim") != D:
         raise ValueError(f"{path}: obs_dim {sidecar.get('obs_dim')} but the policy takes {D}")
     return p, candidates
