@@ -46,12 +46,15 @@ fn testbed_or_skip(test: &str) -> Option<Testbed> {
     }
 }
 
-fn config(tag: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ccp-agent-kdp-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("agent.toml");
+/// `agent.toml` holding `text`, in a fresh folder removed when the returned guard drops.
+fn config(tag: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("ccp-agent-kdp-{tag}-"))
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("agent.toml");
     std::fs::write(&path, text).unwrap();
-    path
+    (dir, path)
 }
 
 /// `ccp-kernel-datapath` for the agent `agent`, or `None` (after one line) when BPF
@@ -114,7 +117,8 @@ fn agent_drives_a_real_flow_and_the_flow_survives_its_death() {
     let pid = std::process::id();
     let agent_name = format!("kdp-agent-{pid}");
     let dp_name = format!("kdp-{pid}");
-    let mut agent = Agent::spawn("cubic", &config("cubic", ""), &agent_name);
+    let (_dir, cfg) = config("cubic", "");
+    let mut agent = Agent::spawn("cubic", &cfg, &agent_name);
     agent.wait_bound();
     let Some(mut dp) = datapath_or_skip(test, &dp_name, &agent_name) else {
         return;
@@ -194,7 +198,7 @@ fn selector_hands_a_real_flow_between_candidates() {
     let pid = std::process::id();
     let agent_name = format!("kdp-sel-agent-{pid}");
     let dp_name = format!("kdp-sel-{pid}");
-    let cfg = config(
+    let (_dir, cfg) = config(
         "selector",
         "[selector]\npolicy = \"rotate:15\"\ncandidates = [\"cubic\", \"bbr\", \"reno\"]\n\
          [selector.hysteresis]\nagreeing_decisions = 1\ndwell_rtts = 0.0\nloss_hold_rtts = 0.0\n",
@@ -262,15 +266,17 @@ fn arc_paces_a_real_flow_records_it_and_hot_reloads_its_model() {
     let agent_name = format!("kdp-arc-agent-{pid}");
     let dp_name = format!("kdp-arc-{pid}");
     // A copy of the shipped actor the test may rewrite, and the store.
-    let dir = std::env::temp_dir().join(format!("ccp-agent-kdp-{pid}-arc"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new()
+        .prefix("ccp-agent-kdp-arc-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/models/arc");
     for f in ["actor.onnx", "actor.json"] {
         std::fs::copy(shipped.join(f), dir.join(f)).unwrap();
     }
     let db = dir.join("trajectories.sqlite");
-    let _ = std::fs::remove_file(&db);
-    let mut agent = spawn_arc_agent(&agent_name, &dir, &db);
+    let mut agent = spawn_arc_agent(&agent_name, dir, &db);
     agent.wait_bound();
     let Some(dp) = datapath_or_skip(test, &dp_name, &agent_name) else {
         return;
@@ -319,12 +325,12 @@ fn arc_paces_a_real_flow_records_it_and_hot_reloads_its_model() {
         "the new model was not picked up: {loads:?}"
     );
     check_store(&db, v0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `ccp-agent --alg arc` with the model in `dir` and the store `db`, exploring.
 fn spawn_arc_agent(agent_name: &str, dir: &Path, db: &Path) -> Agent {
-    let cfg = config("arc", "");
+    let cfg = dir.join("agent.toml");
+    std::fs::write(&cfg, "").unwrap();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
         .args(["--ipc", "unix", "--alg", "arc", "--name", agent_name])
         .arg("--config")

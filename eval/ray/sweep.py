@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,6 +63,9 @@ def run_shard(
             Path(kill_marker).write_text(f"killed worker {os.getpid()}\n")
             time.sleep(0.2)
             child.kill()
+            child.wait()
+            # The injected crash skips the `with`'s cleanup; a real one would leave the folder.
+            shutil.rmtree(tmp, ignore_errors=True)
             os.kill(os.getpid(), signal.SIGKILL)
         _, err = child.communicate()
         if child.returncode not in RUN_OK:

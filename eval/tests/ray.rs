@@ -63,8 +63,13 @@ fn ray_available() -> Result<(), String> {
 }
 
 fn ccp_eval(args: &[&str], env: &[(&str, &Path)]) -> String {
+    // Ray keeps a session folder per cluster under its temp root: one of this call's own.
+    let ray_root = tempfile::Builder::new()
+        .prefix("ccp-ray-test-")
+        .tempdir()
+        .expect("a temp dir");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ccp-eval"));
-    cmd.args(args);
+    cmd.args(args).env("RAY_TMPDIR", ray_root.path());
     for (k, v) in env {
         cmd.env(k, v);
     }

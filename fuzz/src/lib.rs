@@ -20,7 +20,7 @@
 pub mod seeds;
 
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ccp_datapath::runtime::wire::{self, AgentMsg, DecodeLimits};
 use ccp_datapath::runtime::{Datapath, DatapathConfig, FlowInfo, ManualClock, NoAgent, Primitives};
@@ -255,18 +255,11 @@ pub fn iw_table(data: &[u8]) {
     }
 }
 
-/// Where [`model`] writes its files: one folder per process under the temp dir.
-fn model_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ccp-fuzz-model-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    dir
-}
-
 /// The learned selector's model set (`ccp_selector::antelope::ModelSet::load`: a manifest and
 /// GBDT boosters as JSON), then a prediction of every candidate under every mode.
 ///
 /// Input: a `u16` length `n`, `n` bytes of `manifest.json`, the rest is `m.json` (the booster
-/// file the seeds' manifests name). The files are written to a folder of the temp dir.
+/// file the seeds' manifests name). The files are written to a fresh folder of the temp dir, removed afterwards.
 pub fn model(data: &[u8]) {
     use ccp_selector::antelope::{Mode, ModelSet};
     if data.len() < 2 {
@@ -274,13 +267,17 @@ pub fn model(data: &[u8]) {
     }
     let n = usize::from(u16::from_le_bytes([data[0], data[1]])).min(data.len() - 2);
     let (manifest, booster) = data[2..].split_at(n);
-    let dir = model_dir();
+    // A folder of this input's own, removed when it drops.
+    let Ok(scratch) = tempfile::Builder::new().prefix("ccp-fuzz-model-").tempdir() else {
+        return;
+    };
+    let dir = scratch.path();
     if std::fs::write(dir.join("manifest.json"), manifest).is_err()
         || std::fs::write(dir.join("m.json"), booster).is_err()
     {
         return;
     }
-    if let Ok(set) = ModelSet::load(&dir) {
+    if let Ok(set) = ModelSet::load(dir) {
         let mut out = Vec::new();
         for mode in Mode::ALL {
             let names = set.candidates(mode);

@@ -4,6 +4,8 @@ and a worker killed mid-run is restarted and the run finishes."""
 
 import os
 import pathlib
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -22,9 +24,13 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def cluster():
     assert ray is not None, "CCP_RAY_REQUIRED=1 but ray is not importable"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # Ray keeps a session folder per cluster under its temp root: one of the test's own, removed
+    # afterwards (short, for Ray's unix socket paths).
+    root = tempfile.mkdtemp(prefix="ccp-ray-test-")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=os.path.join(root, "ray"))
     yield
     ray.shutdown()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def config(tiny: pathlib.Path, **kw) -> a2c.Config:

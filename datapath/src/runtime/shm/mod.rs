@@ -380,13 +380,15 @@ mod tests {
 
     use super::*;
 
-    /// An agent end in this process: a listener at a fresh path.
-    fn listener(tag: &str) -> (UnixListener, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("ccp-shm-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("agent");
-        let _ = std::fs::remove_file(&path);
-        (UnixListener::bind(&path).unwrap(), path)
+    /// An agent end in this process: a listener at a fresh path, in a folder removed when the
+    /// returned guard drops.
+    fn listener(tag: &str) -> (UnixListener, PathBuf, tempfile::TempDir) {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("ccp-shm-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("agent");
+        (UnixListener::bind(&path).unwrap(), path, dir)
     }
 
     fn accept(l: &UnixListener) -> Attachment {
@@ -406,7 +408,7 @@ mod tests {
 
     #[test]
     fn messages_cross_both_ways_and_the_doorbell_rings_for_a_sleeper() {
-        let (l, path) = listener("both");
+        let (l, path, _dir) = listener("both");
         let mut dp = ShmTransport::with_path(&path, ring::MIN_RING_BYTES);
         dp.send(b"ready-message").unwrap();
         let mut agent = accept(&l);
@@ -438,7 +440,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_is_full_at_once_and_counted() {
-        let (l, path) = listener("full");
+        let (l, path, _dir) = listener("full");
         let mut dp = ShmTransport::with_path(&path, ring::MIN_RING_BYTES);
         dp.send(&[1; 92]).unwrap();
         let _agent = accept(&l); // attached, never reads
@@ -464,7 +466,7 @@ mod tests {
 
     #[test]
     fn no_agent_then_a_gone_agent_then_a_new_one() {
-        let (l, path) = listener("gone");
+        let (l, path, _dir) = listener("gone");
         drop(l);
         let _ = std::fs::remove_file(&path);
         let mut dp = ShmTransport::with_path(&path, ring::MIN_RING_BYTES);
@@ -503,7 +505,7 @@ mod tests {
 
     #[test]
     fn hellos_that_are_not_ours_are_refused() {
-        let (agent, path) = listener("hello");
+        let (agent, path, _dir) = listener("hello");
         // No descriptors.
         let c = UnixStream::connect(&path).unwrap();
         std::io::Write::write_all(&mut &c, &hello(1000)).unwrap();
