@@ -123,6 +123,9 @@ onnx-example: venv
 # proportion to what choosing gains there over the best single CCA (--oversample), then the DNC
 # on paths that change on purpose, both exported to ONNX; about 35 min on two cores. Flows start
 # on Copa in the selector: the best mean reward of the twelve alone on tcprl-train.
+# One run is one draw: on another machine the same seed diverges (floating point) and can end
+# far from the shipped model; the shipped one was the best of several on `tcprl-val`
+# (docs/learning.md, "Re-running the shipped command on another machine").
 tcprl-model: venv deps
 	$(EVAL) run eval/scenarios/tcprl-train.toml --schemes $(CANDIDATES) --out results/tcprl-train-singles
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(VENV)/bin/python -m ccp_suite.tcprl train --out selector/models/tcprl \
