@@ -237,6 +237,7 @@ def train(cfg: Config, log=None) -> Result:
 def _train(cfg: Config, envs, rng, log) -> Result:
     candidates, obs_dim = envs.spaces()
     A = len(candidates)
+    # Drawn even when replaced, so a warm start leaves the rest of the run's random stream as is.
     p = net.init_params(obs_dim, A, rng, cfg.hidden)
     if cfg.init is not None:
         p = initial_params(cfg.init, candidates, obs_dim, cfg.hidden)

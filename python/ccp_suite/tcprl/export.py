@@ -21,6 +21,10 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
+# The policy graph's initializers: the layers stored whole, and the LSTM's input, recurrent and
+# bias weights split per gate (`net`'s column order, i f o u), e.g. `wx_i`.
+WHOLE = ("w1", "b1", "w2", "b2", "w3", "b3", "wp", "bp", "wv", "bv")
+GATES = "ifou"
 SCHEMA_VERSION = 1
 
 
@@ -31,9 +35,8 @@ def _f32(name: str, a: np.ndarray):
 def policy_graph(p: dict) -> onnx.ModelProto:
     D, H = p["w1"].shape
     A = p["wp"].shape[1]
-    inits = [_f32(k, p[k]) for k in ("w1", "b1", "w2", "b2", "w3", "b3", "wp", "bp", "wv", "bv")]
-    gates = "ifou"
-    for k, g in enumerate(gates):
+    inits = [_f32(k, p[k]) for k in WHOLE]
+    for k, g in enumerate(GATES):
         inits.append(_f32(f"wx_{g}", p["wx"][:, k * H : (k + 1) * H]))
         inits.append(_f32(f"wh_{g}", p["wh"][:, k * H : (k + 1) * H]))
         inits.append(_f32(f"bl_{g}", p["bl"][k * H : (k + 1) * H]))
@@ -43,7 +46,7 @@ def policy_graph(p: dict) -> onnx.ModelProto:
         helper.make_node("Gemm", ["a1", "w2", "b2"], ["z2"]),
         helper.make_node("Relu", ["z2"], ["a2"]),
     ]
-    for g in gates:
+    for g in GATES:
         n += [
             helper.make_node("Gemm", ["a2", f"wx_{g}", f"bl_{g}"], [f"gx_{g}"]),
             helper.make_node("MatMul", ["h_in", f"wh_{g}"], [f"gh_{g}"]),
@@ -118,23 +121,23 @@ def read_policy(sidecar_path) -> tuple[dict, list[str]]:
         candidates = [str(c) for c in sidecar["candidates"]]
     except (OSError, ValueError, KeyError, TypeError, DecodeError) as e:
         raise ValueError(f"{path}: not a tcprl model ({e})") from e
+    from . import net
+
     w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
-    gates = "ifou"
-    names = ["w1", "b1", "w2", "b2", "w3", "b3", "wp", "bp", "wv", "bv"]
-    names += [f"{k}_{g}" for g in gates for k in ("wx", "wh", "bl")]
-    missing = [k for k in names if k not in w]
+    split = [f"{k}_{g}" for g in GATES for k in ("wx", "wh", "bl")]
+    missing = [k for k in (*WHOLE, *split) if k not in w]
     if missing:
         raise ValueError(f"{path}: policy graph lacks {missing}")
-    p = {k: w[k] for k in names[:10]}
+    p = {k: w[k] for k in WHOLE}
     for k in ("wx", "wh"):
-        p[k] = np.concatenate([w[f"{k}_{g}"] for g in gates], axis=1)
-    p["bl"] = np.concatenate([w[f"bl_{g}"] for g in gates])
+        p[k] = np.concatenate([w[f"{k}_{g}"] for g in GATES], axis=1)
+    p["bl"] = np.concatenate([w[f"bl_{g}"] for g in GATES])
     D, H = p["w1"].shape
-    shapes = {"w2": (H, H), "w3": (H, H), "wx": (H, 4 * H), "wh": (H, 4 * H), "bl": (4 * H,)}
-    shapes.update(wp=(H, len(candidates)), bp=(len(candidates),), wv=(H, 1), bv=(1,))
-    for k, shape in shapes.items():
-        if p[k].shape != shape:
-            raise ValueError(f"{path}: {k} has shape {p[k].shape}, expected {shape}")
+    # The shapes a network of this input, hidden size and candidates has.
+    template = net.init_params(D, len(candidates), np.random.default_rng(0), H)
+    for k, t in template.items():
+        if p[k].shape != t.shape:
+            raise ValueError(f"{path}: {k} has shape {p[k].shape}, expected {t.shape}")
     bad = [k for k, v in p.items() if not np.isfinite(v).all()]
     if bad:
         raise ValueError(f"{path}: non-finite weights in {bad}")
