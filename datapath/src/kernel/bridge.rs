@@ -48,6 +48,8 @@ struct FlowState {
     written_ns: u64,
     /// The flow's window in the kernel at its last record, bytes.
     last_cwnd: u32,
+    /// `sacked_out` at the flow's last ACK record (newly SACKed packets are its increase).
+    sacked_out: u32,
     /// `now` of the ACK whose invocation sent the last report not yet answered, and when
     /// the bridge read that ACK's record, ns.
     report_ack_ns: Option<(u64, u64)>,
@@ -285,6 +287,7 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
                             written: None,
                             written_ns: 0,
                             last_cwnd: 0,
+                            sacked_out: 0,
                             report_ack_ns: None,
                         },
                     );
@@ -304,7 +307,8 @@ impl<T: Transport, C: Clock> KernelBridge<T, C> {
         let Some(flow) = self.flows.get_mut(&r.flow_id) else {
             return Ok(());
         };
-        let mut prims = r.primitives();
+        let mut prims = r.primitives(flow.sacked_out);
+        flow.sacked_out = r.packets_misordered;
         flow.last_cwnd = prims.snd_cwnd;
         // A window or rate written for the agent applies from the kernel's next ACK, so records
         // already in flight still carry the previous one; the program must see what the flow

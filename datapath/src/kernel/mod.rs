@@ -26,7 +26,13 @@
 //!   [`invoke`](crate::runtime::Datapath::invoke) on the flow's runtime connection (created on
 //!   the flow's first record) and writes the resulting cwnd/rate back while the agent is in
 //!   control; when the runtime falls back, it deletes the entry so the in-kernel Reno takes
-//!   over at once.
+//!   over at once. `Ack.bytes_misordered` / `Ack.packets_misordered` are the packets *newly*
+//!   SACKed: the increase of `tp->sacked_out` since the flow's previous record, as ccp-kernel
+//!   computes them and as the simulator reports them (until 2026-11-28 the bridge passed the
+//!   level `sacked_out` itself, so a program summing them over a report counted every SACKed
+//!   packet once per ACK while its hole stayed open: Copa, Vivace, LP-TCP, RL-TCP and the
+//!   selectors' delivery features over-counted delivered bytes on the kernel during loss
+//!   recovery).
 //!
 //! - **Per connection, on a cgroup** ([`SockOps`], `bpf/sockops.bpf.c`): a sockops program
 //!   attached to a cgroup v2 sets, in each new TCP connection's ESTABLISHED callback (before the

@@ -142,13 +142,19 @@ impl Record {
     }
 
     /// The CCP primitives of this ACK, for [`crate::runtime::Datapath::invoke`].
-    pub fn primitives(&self) -> Primitives {
+    /// `prev_sacked_out` is the flow's `sacked_out` at its previous record: the misordered
+    /// (newly SACKed) packets are its increase since then, as ccp-kernel computes them and as
+    /// the simulator reports them (packets first SACKed on this ACK), not the level
+    /// `sacked_out` itself, which a program summing `Ack.bytes_misordered` over a report would
+    /// count again on every ACK while a hole stays open.
+    pub fn primitives(&self, prev_sacked_out: u32) -> Primitives {
         let sat = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        let newly_sacked = self.packets_misordered.saturating_sub(prev_sacked_out);
         Primitives {
             bytes_acked: self.bytes_acked,
             packets_acked: self.packets_acked,
-            bytes_misordered: sat(u64::from(self.packets_misordered) * u64::from(self.mss_bytes)),
-            packets_misordered: self.packets_misordered,
+            bytes_misordered: sat(u64::from(newly_sacked) * u64::from(self.mss_bytes)),
+            packets_misordered: newly_sacked,
             ecn_bytes: 0,
             ecn_packets: 0,
             lost_pkts_sample: self.lost_pkts,
@@ -216,9 +222,14 @@ mod tests {
         assert!(r.was_timeout() && r.in_fallback());
         assert_eq!(r.src_ip, 0x7f00_0001);
         assert_eq!(r.src_port, 5000);
-        let p = r.primitives();
+        let p = r.primitives(0);
         assert_eq!(p.bytes_acked, 2896);
         assert_eq!(p.bytes_misordered, 3 * 1448);
+        assert_eq!(p.packets_misordered, 3);
+        // Three SACKed before, three now: nothing newly SACKed; fewer now: none either.
+        assert_eq!(r.primitives(3).bytes_misordered, 0);
+        assert_eq!(r.primitives(5).packets_misordered, 0);
+        assert_eq!(r.primitives(1).bytes_misordered, 2 * 1448);
         assert_eq!(p.rtt_sample_us, 40_000);
         assert_eq!(p.rate_incoming, 1_250_000);
         assert_eq!(p.snd_cwnd, 14_480);
