@@ -228,6 +228,7 @@ impl AgentState {
 
     fn install(&self, loaded: Loaded, plan: LearnPlan) {
         let Loaded { config, factory } = loaded;
+        self.policy.set_path_change(config.path_change);
         self.policy.replace(factory, config.hysteresis);
         let table = config
             .iw
@@ -600,15 +601,20 @@ mod tests {
         write("[selector]\npolicy = \"rein\"\n[preferences]\n443 = \"delay\"\n");
         let state = AgentState::load(&path, IpcKind::Unix).unwrap();
         assert_eq!(policy_now(&state), ("rein", "cubic", 2));
+        assert_eq!(
+            state.policy().path_change(),
+            Some(ccp_selector::PathChangeConfig::default())
+        );
         assert_eq!(state.preference(443), crate::Preference::Delay);
         assert!(state.iw().current().is_none());
 
         write(
             "[selector]\npolicy = \"static:vegas\"\n[selector.hysteresis]\nagreeing_decisions = 5\n\
-             [iw]\ndefault_iw = 30\n",
+             [selector.path_change]\nenabled = false\n[iw]\ndefault_iw = 30\n",
         );
         state.reload().unwrap();
         assert_eq!(policy_now(&state), ("static", "vegas", 5));
+        assert_eq!(state.policy().path_change(), None);
         assert_eq!(state.preference(443), crate::Preference::Default);
         let (table, order) = state.iw().current().unwrap();
         assert_eq!((table.default_iw(), order), (30, IpByteOrder::Host));
@@ -618,6 +624,7 @@ mod tests {
         write("[selector\n");
         assert!(matches!(state.reload(), Err(AgentError::Config(_))));
         assert_eq!(policy_now(&state), ("static", "vegas", 5));
+        assert_eq!(state.policy().path_change(), None);
         assert!(state.iw().current().is_some());
         std::fs::remove_dir_all(&dir).unwrap();
     }

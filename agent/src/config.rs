@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ccp_selector::HysteresisConfig;
+use ccp_selector::{HysteresisConfig, PathChangeConfig};
 use iw_controller::{DEFAULT_IW_PKTS, DEFAULT_MAX_IW_PKTS, IwTable};
 use serde::Deserialize;
 
@@ -171,6 +171,8 @@ pub struct Config {
     pub candidates: Vec<&'static str>,
     /// `selector.hysteresis`.
     pub hysteresis: HysteresisConfig,
+    /// `[selector.path_change]`; `None`: `enabled = false`.
+    pub path_change: Option<PathChangeConfig>,
     /// `selector.models`, resolved against the config's folder.
     pub models: Option<PathBuf>,
     /// `[preferences]`.
@@ -208,6 +210,7 @@ impl Default for Config {
             policy: "static:cubic".to_string(),
             candidates: algorithms(),
             hysteresis: HysteresisConfig::default(),
+            path_change: Some(PathChangeConfig::default()),
             models: None,
             preferences: Preferences::default(),
             iw: None,
@@ -234,7 +237,23 @@ struct RawSelector {
     models: Option<PathBuf>,
     #[serde(default)]
     hysteresis: RawHysteresis,
+    #[serde(default)]
+    path_change: RawPathChange,
     online: Option<RawOnline>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawPathChange {
+    enabled: Option<bool>,
+    rise: Option<f64>,
+    min_rise_ms: Option<f64>,
+    step_rtts: Option<f64>,
+    settle_rtts: Option<f64>,
+    window_rtts: Option<f64>,
+    min_window_ms: Option<f64>,
+    flat: Option<f64>,
+    slowdown: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -343,6 +362,7 @@ impl Config {
                 *slot = v;
             }
         }
+        let path_change = path_change_settings(&s.path_change)?;
         let models = s.models.map(|m| base.join(m));
         if let Some(m) = &models
             && !m.is_dir()
@@ -377,12 +397,56 @@ impl Config {
             policy,
             candidates,
             hysteresis,
+            path_change,
             models,
             preferences,
             iw,
             online,
         })
     }
+}
+
+/// `[selector.path_change]`: every number checked (finite; ratios >= 0, `slowdown` <= 1;
+/// times in 0..=60 s); `None` when `enabled = false`.
+fn path_change_settings(raw: &RawPathChange) -> Result<Option<PathChangeConfig>, ConfigError> {
+    if raw.enabled == Some(false) {
+        return Ok(None);
+    }
+    let mut c = PathChangeConfig::default();
+    let ratios = [
+        ("rise", raw.rise, &mut c.rise, f64::MAX),
+        ("step_rtts", raw.step_rtts, &mut c.step_rtts, f64::MAX),
+        ("settle_rtts", raw.settle_rtts, &mut c.settle_rtts, f64::MAX),
+        ("window_rtts", raw.window_rtts, &mut c.window_rtts, f64::MAX),
+        ("flat", raw.flat, &mut c.flat, f64::MAX),
+        ("slowdown", raw.slowdown, &mut c.slowdown, 1.0),
+    ];
+    for (name, value, slot, max) in ratios {
+        if let Some(v) = value {
+            if !(v.is_finite() && (0.0..=max).contains(&v)) {
+                return Err(field(
+                    &format!("selector.path_change.{name}"),
+                    format!("must be a finite number in 0..={max}, got {v}"),
+                ));
+            }
+            *slot = v;
+        }
+    }
+    for (name, value, slot) in [
+        ("min_rise_ms", raw.min_rise_ms, &mut c.min_rise_us),
+        ("min_window_ms", raw.min_window_ms, &mut c.min_window_us),
+    ] {
+        if let Some(v) = value {
+            if !(v.is_finite() && (0.0..=60_000.0).contains(&v)) {
+                return Err(field(
+                    &format!("selector.path_change.{name}"),
+                    format!("must be a number of milliseconds in 0..=60000, got {v}"),
+                ));
+            }
+            *slot = (v * 1e3) as u64;
+        }
+    }
+    Ok(Some(c))
 }
 
 fn online_settings(
@@ -661,6 +725,58 @@ mod tests {
             "selector.online.save_models",
         );
         fails_on(&format!("{head}windw = 3\n"), "windw");
+    }
+
+    #[test]
+    fn path_change_is_on_by_default_off_when_disabled_and_checked() {
+        assert_eq!(
+            parse("").unwrap().path_change,
+            Some(PathChangeConfig::default())
+        );
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent.example.toml");
+        assert_eq!(
+            Config::load(&example).unwrap().path_change,
+            Some(PathChangeConfig::default())
+        );
+        let off = parse("[selector.path_change]\nenabled = false\nrise = -1\n").unwrap();
+        assert_eq!(off.path_change, None);
+        let c = parse(
+            "[selector.path_change]\nrise = 0.8\nmin_rise_ms = 2.5\nstep_rtts = 4\n\
+             settle_rtts = 5\nwindow_rtts = 12\nmin_window_ms = 250\nflat = 0.2\n\
+             slowdown = 0.5\n",
+        )
+        .unwrap()
+        .path_change
+        .unwrap();
+        assert_eq!(
+            c,
+            PathChangeConfig {
+                rise: 0.8,
+                min_rise_us: 2_500,
+                step_rtts: 4.0,
+                settle_rtts: 5.0,
+                window_rtts: 12.0,
+                min_window_us: 250_000,
+                flat: 0.2,
+                slowdown: 0.5,
+            }
+        );
+        for bad in [
+            "rise = -0.1",
+            "rise = nan",
+            "flat = inf",
+            "settle_rtts = -2",
+            "slowdown = 1.5",
+            "min_rise_ms = -1",
+            "min_window_ms = 1e9",
+        ] {
+            let key = bad.split(' ').next().unwrap_or_default();
+            fails_on(
+                &format!("[selector.path_change]\n{bad}\n"),
+                &format!("selector.path_change.{key}"),
+            );
+        }
+        fails_on("[selector.path_change]\nraise = 1\n", "raise");
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! - `--config`: without it every setting is at its default (all algorithms as the selector's
 //!   candidates under the `static:cubic` policy, the standard initial window).
 //! - SIGHUP re-reads the config (and the models it names). New flows get the new policy,
-//!   hysteresis, preferences and IW table; running flows keep theirs. With `iw.learn`, unchanged
+//!   hysteresis, path-change detection, preferences and IW table; running flows keep theirs. With `iw.learn`, unchanged
 //!   `[iw.learning]` settings keep the running learner and its table; changed ones restart it. A config or model that
 //!   does not load is logged (`tracing`, stderr) and the previous one stays.
 //! - A bad config at start is one line on stderr naming the field, and exit status 2; so is an
@@ -49,6 +49,17 @@
 //! agreeing_decisions = 2       # consecutive agreeing decisions before a swap (>= 1)
 //! dwell_rtts = 2.0             # minimum time on a candidate, smoothed RTTs (>= 0)
 //! loss_hold_rtts = 1.0         # no swap this many RTTs after a loss (>= 0)
+//!
+//! [selector.path_change]       # re-seat the active candidate when the path's RTT floor
+//! enabled = true               # steps up (ccp_selector::path_change); default true
+//! rise = 0.5                   # floor rise that counts, relative (>= 0) ...
+//! min_rise_ms = 5              # ... and absolute (0..=60000 ms)
+//! step_rtts = 3                # within this many floors of the last sample near the floor
+//! settle_rtts = 4              # settled within this many floors of the first sample above
+//! window_rtts = 8              # then held this many floors ...
+//! min_window_ms = 500          # ... and at least this long (0..=60000 ms)
+//! flat = 0.1                   # with samples within 10 % of the window's lowest
+//! slowdown = 0.3               # and delivery at least 30 % below the rate before (0..=1)
 //!
 //! [selector.online]            # Antelope's online learning; policy = "antelope" only
 //! enabled = true               # default false: the section is then ignored

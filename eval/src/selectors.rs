@@ -23,8 +23,8 @@ use ccp_selector::onnx::FeatureWindow;
 use ccp_selector::probe::{self, Probe, ProbeChoice, ProbeModels, ProbeRecord, ProbeWindow};
 use ccp_selector::tcprl::{TcpRlModel, TcpRlPolicy};
 use ccp_selector::{
-    FlowContext, HysteresisConfig, PolicyFactory, ReinPolicy, SelectionPolicy, Selector,
-    SelectorFlow, SelectorLog, StaticPolicy,
+    FlowContext, HysteresisConfig, PathChangeConfig, PolicyFactory, ReinPolicy, SelectionPolicy,
+    Selector, SelectorFlow, SelectorLog, StaticPolicy,
 };
 use ccp_selector::{OnnxModel, OnnxPolicy};
 use portus::ipc::Ipc;
@@ -465,7 +465,18 @@ fn probing(choice: ProbeChoice, log: &Arc<SelectorLog>, port: Option<u16>) -> Se
         on_port(port, move |ctx| Box::new(shared.policy(ctx))),
     )
     .with_hysteresis(probe_hysteresis())
+    .with_path_change(path_change())
     .with_log(log.clone())
+}
+
+/// The path-change detection of every `selector-*` scheme but the two that generate training
+/// data (`selector-explore`, `selector-probe-explore`): the defaults
+/// (`ccp_selector::path_change`), off with `$CCP_PATH_CHANGE=off` (for measuring without it).
+pub fn path_change() -> Option<PathChangeConfig> {
+    match std::env::var("CCP_PATH_CHANGE") {
+        Ok(v) if v.trim() == "off" => None,
+        _ => Some(PathChangeConfig::default()),
+    }
 }
 
 /// A selector deciding with Antelope's policy machinery over `models`; `port`, if given, is
@@ -485,6 +496,7 @@ fn learned(models: Arc<ModelSet>, log: &Arc<SelectorLog>, port: Option<u16>) -> 
         candidates(),
         on_port(port, move |ctx| Box::new(shared.policy(ctx))),
     )
+    .with_path_change(path_change())
     .with_log(log.clone())
 }
 
@@ -503,6 +515,22 @@ where
     })
 }
 
+/// `selector-rein`: Rein's rules over the candidates (Cubic throughout when they lack Rein's
+/// three).
+fn rein(log: &Arc<SelectorLog>) -> Selector {
+    Selector::new(
+        candidates(),
+        Arc::new(
+            |ctx: &FlowContext<'_>| match ReinPolicy::for_candidates(ctx.candidates) {
+                Some(p) => Box::new(p) as _,
+                None => Box::new(StaticPolicy::default()) as _,
+            },
+        ),
+    )
+    .with_path_change(path_change())
+    .with_log(log.clone())
+}
+
 /// Builds the selector schemes for one run ([`build_for`] with the flows' own ports).
 pub fn build() -> (RunSchemes, RunSelectors) {
     build_for(None)
@@ -515,16 +543,7 @@ pub fn build() -> (RunSchemes, RunSelectors) {
 pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
     // Decisions are kept off the trace (one per report); swaps are recorded.
     let log = Arc::new(SelectorLog::new(true));
-    let rein = Selector::new(
-        candidates(),
-        Arc::new(
-            |ctx: &FlowContext<'_>| match ReinPolicy::for_candidates(ctx.candidates) {
-                Some(p) => Box::new(p) as _,
-                None => Box::new(StaticPolicy::default()) as _,
-            },
-        ),
-    )
-    .with_log(log.clone());
+    let rein = rein(&log);
     let antelope = models(OBJECTIVE_ANTELOPE)
         .ok()
         .map(|m| Named::new(learned(m, &log, port)));
@@ -593,13 +612,16 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
             probe_explore,
             onnx: onnx_model().ok().map(|m| {
                 Named::new(
-                    Selector::new(candidates(), OnnxPolicy::factory(m, 0)).with_log(log.clone()),
+                    Selector::new(candidates(), OnnxPolicy::factory(m, 0))
+                        .with_path_change(path_change())
+                        .with_log(log.clone()),
                 )
             }),
             tcprl: tcprl_model().ok().map(|m| {
                 Named::new(
                     Selector::new(candidates(), TcpRlPolicy::factory(m))
                         .with_hysteresis(HysteresisConfig::none())
+                        .with_path_change(path_change())
                         .with_log(log.clone()),
                 )
             }),

@@ -118,6 +118,46 @@ def test_select_step_length_in_seconds(tiny: pathlib.Path) -> None:
     assert len(gaps) >= 3 and np.all(gaps >= 0.5) and np.all(gaps < 0.6), times
 
 
+LONGER = """\
+name = "gym-longer"
+duration_s = 7
+seeds = [1]
+
+[[conditions]]
+env = "dynamic"
+id = "longer"
+bw_mbps = 20
+rtt_ms = 20
+buffer_bdp = 1
+phases = [{ at_s = 3, bw_mbps = 50, rtt_ms = 40 }]
+"""
+
+
+def test_select_reseats_copa_after_a_longer_path_unless_told_not_to(tmp_path: pathlib.Path) -> None:
+    p = tmp_path / "longer.toml"
+    p.write_text(LONGER)
+
+    def after_change(path_change: bool) -> float:
+        env = SelectEnv(
+            scenario=str(p), step_s=0.5, initial="copa", candidates=["copa", "bbr"], path_change=path_change
+        )
+        _, info = env.reset(seed=1)
+        tput = []
+        done = False
+        while not done:
+            _, _, term, trunc, info = env.step(0)
+            done = term or trunc
+            if info["time_s"] > 4.5 and not done:
+                tput.append(info["throughput_mbps"])
+        return float(np.mean(tput))
+
+    # The path goes from 20 Mbit/s, 20 ms to 50 Mbit/s, 40 ms at 3 s. Re-seated, Copa takes the
+    # new rate within about a second; blind, it keeps reading 20 ms of queue for 10 s.
+    seen, blind = after_change(True), after_change(False)
+    assert seen > 40.0, seen
+    assert blind < 25.0, blind
+
+
 def test_swap_cost_is_charged_on_the_steps_that_swap_and_only_there(tiny: pathlib.Path) -> None:
     actions = [0, 0, 1, 1, 0, 0]
     kw = dict(scenario=str(tiny), candidates=["cubic", "bbr"], initial=0, step_s=0.25)

@@ -61,6 +61,11 @@ impl Hysteresis {
         }
     }
 
+    /// The parameters the filter was built with.
+    pub fn config(&self) -> HysteresisConfig {
+        self.config
+    }
+
     /// Feeds one decision; returns the candidate to switch to now, if any. `current` is the
     /// active candidate, `srtt_us` its smoothed RTT (0: unknown, no dwell enforced),
     /// `last_loss_us` when it last saw a loss.

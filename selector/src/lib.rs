@@ -20,6 +20,10 @@
 //!   ([`OnnxModel`]) is loaded and validated once and shared by every flow.
 //! - [`hysteresis`]: the switch filter — M consecutive agreeing decisions (default 2, as in
 //!   Antelope) and a minimum dwell time (default 2 RTTs, time taken from the reports).
+//! - [`path_change`] (ours): a detector of a longer path (the RTT floor steps up, holds flat,
+//!   and the flow slows down); when it fires the selector re-seats the active candidate with
+//!   the new floor, so RTT-minimum algorithms (Copa, Vegas, C2TCP) do not go on reading the
+//!   longer path as queue. Off unless a selector is built [`Selector::with_path_change`].
 //! - [`selector`]: [`Selector`], a portus `CongAlg` over every IPC. Its per-flow object owns the
 //!   flow's single `Datapath` and one instance of each candidate (dormant ones keep their
 //!   state). A swap is outgoing `handoff()` → incoming `activate(&h)` → one CHANGE_PROG carrying
@@ -41,6 +45,7 @@ pub mod antelope;
 mod boosters;
 pub mod hysteresis;
 pub mod onnx;
+pub mod path_change;
 pub mod policy;
 pub mod probe;
 pub mod selector;
@@ -48,6 +53,7 @@ pub mod tcprl;
 
 pub use hysteresis::{Hysteresis, HysteresisConfig};
 pub use onnx::{OnnxError, OnnxModel, OnnxPolicy};
+pub use path_change::{PathChange, PathChangeConfig};
 pub use policy::{
     Decision, EveryN, Explanation, Features, FlowContext, ReinPolicy, SelectionPolicy, StaticPolicy,
 };

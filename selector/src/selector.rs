@@ -14,6 +14,7 @@ use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
 
 use crate::hysteresis::{Hysteresis, HysteresisConfig};
+use crate::path_change::{PathChange, PathChangeConfig};
 use crate::policy::{Decision, Explanation, Features, FlowContext, SelectionPolicy};
 
 /// What an [`Event`] records.
@@ -36,6 +37,14 @@ pub enum EventKind {
         srtt_us: u64,
         /// The incoming candidate's smoothed RTT right after activation, µs.
         srtt_after_us: u64,
+    },
+    /// The path's RTT floor rose and the active candidate was re-seated with the new floor
+    /// ([`crate::path_change`]); `from == to`.
+    PathChange {
+        /// The flow's floor before, µs.
+        old_floor_us: u64,
+        /// The new floor handed to the candidate, µs.
+        floor_us: u64,
     },
 }
 
@@ -69,6 +78,8 @@ pub struct SelectorLog {
     pub bad_reports: AtomicU64,
     /// Messages portus refused to send.
     pub send_errors: AtomicU64,
+    /// Path changes detected (each re-seated a candidate; [`crate::path_change`]).
+    pub path_changes: AtomicU64,
     /// Whether [`Event`]s are kept (decisions are one per report).
     pub record_events: bool,
     events: Mutex<Vec<Event>>,
@@ -112,27 +123,48 @@ impl SelectorLog {
 /// Builds a fresh policy for each flow, from what is known about the flow at its start.
 pub type PolicyFactory = Arc<dyn Fn(&FlowContext<'_>) -> Box<dyn SelectionPolicy> + Send + Sync>;
 
-/// The policy factory and hysteresis new flows are built with, replaceable while flows run
-/// (an agent reloading its config): flows already running keep what they were built with.
+/// The policy factory, hysteresis and path-change detection new flows are built with,
+/// replaceable while flows run (an agent reloading its config): flows already running keep
+/// what they were built with.
 #[derive(Clone)]
 pub struct PolicyHandle {
     slot: Arc<RwLock<(PolicyFactory, HysteresisConfig)>>,
+    path_change: Arc<RwLock<Option<PathChangeConfig>>>,
 }
 
 impl std::fmt::Debug for PolicyHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyHandle")
             .field("hysteresis", &self.get().1)
+            .field("path_change", &self.path_change())
             .finish_non_exhaustive()
     }
 }
 
 impl PolicyHandle {
-    /// A slot holding `policy` and `hysteresis`.
+    /// A slot holding `policy` and `hysteresis`, path-change detection off.
     pub fn new(policy: PolicyFactory, hysteresis: HysteresisConfig) -> Self {
         Self {
             slot: Arc::new(RwLock::new((policy, hysteresis))),
+            path_change: Arc::new(RwLock::new(None)),
         }
+    }
+
+    /// Sets path-change detection for every flow created from now on (`None`: off;
+    /// [`crate::path_change`]).
+    pub fn set_path_change(&self, config: Option<PathChangeConfig>) {
+        *self
+            .path_change
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = config;
+    }
+
+    /// The path-change detection new flows get.
+    pub fn path_change(&self) -> Option<PathChangeConfig> {
+        *self
+            .path_change
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Replaces both for every flow created from now on.
@@ -178,6 +210,14 @@ impl Selector {
             policy: PolicyHandle::new(policy, HysteresisConfig::default()),
             log: Arc::new(SelectorLog::new(true)),
         }
+    }
+
+    /// Detects path changes with `config` (`None`: off, the default) and re-seats the active
+    /// candidate with the new RTT floor when one is detected ([`crate::path_change`]).
+    #[must_use]
+    pub fn with_path_change(self, config: Option<PathChangeConfig>) -> Self {
+        self.policy.set_path_change(config);
+        self
     }
 
     /// Replaces the hysteresis parameters.
@@ -229,6 +269,7 @@ pub struct SelectorFlow<I: Ipc> {
     reports: u64,
     log: Arc<SelectorLog>,
     last: Option<Measurement>,
+    path_change: Option<PathChange>,
 }
 
 impl<I: Ipc> CongAlg<I> for Selector {
@@ -275,6 +316,7 @@ impl<I: Ipc> CongAlg<I> for Selector {
             reports: 0,
             log: self.log.clone(),
             last: None,
+            path_change: self.policy.path_change().map(PathChange::new),
         };
         if let Some(alg) = flow.candidates.get_mut(current) {
             let control = alg.activate(&Handoff::flow_start(&start));
@@ -324,6 +366,39 @@ impl<I: Ipc> SelectorFlow<I> {
     fn decode(&self, report: &Report) -> Option<Measurement> {
         self.link
             .decode(report, &self.log.stale_reports, &self.log.bad_reports)
+    }
+
+    /// Re-seats the active candidate after a path change: its own state handed back to it
+    /// through `activate`, with the minimum RTT replaced by the new floor.
+    fn reseat(&mut self, old_floor_us: u64, floor_us: u64, now_us: u64) {
+        let current = self.current;
+        let Some(active) = self.candidates.get_mut(current) else {
+            return;
+        };
+        let mut handoff = active.handoff();
+        handoff.now_us = now_us;
+        handoff.min_rtt_us = floor_us;
+        let control = active.activate(&handoff);
+        self.install(current, &control, Some(&handoff));
+        self.hysteresis = Hysteresis::new(self.hysteresis.config(), now_us);
+        self.log.path_changes.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            sock = self.sock_id,
+            active = self.names.get(current).copied().unwrap_or("?"),
+            old_floor_us,
+            floor_us,
+            "path change"
+        );
+        self.log.push(Event {
+            sock_id: self.sock_id,
+            time_us: now_us,
+            from: current,
+            to: current,
+            kind: EventKind::PathChange {
+                old_floor_us,
+                floor_us,
+            },
+        });
     }
 
     /// Hands the flow from the active candidate to `to` with one CHANGE_PROG.
@@ -381,6 +456,18 @@ impl<I: Ipc> Flow for SelectorFlow<I> {
         };
         self.log.reports.fetch_add(1, Ordering::Relaxed);
         self.reports += 1;
+        if let Some(detector) = self.path_change.as_mut() {
+            let old_floor_us = detector.floor_us();
+            if let Some(floor_us) = detector.on_report(&m) {
+                // The report still goes to the candidate (its counters and estimators), then
+                // the candidate is re-seated; the policy decides again from the next report.
+                if let Some(active) = self.candidates.get_mut(self.current) {
+                    let _ = active.on_report(&m);
+                }
+                self.reseat(old_floor_us, floor_us, m.now_us);
+                return;
+            }
+        }
         let Some(active) = self.candidates.get_mut(self.current) else {
             return;
         };

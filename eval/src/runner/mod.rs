@@ -23,6 +23,7 @@ use ccp_datapath::netem::{
 use ccp_datapath::runtime::UnixTransport;
 use ccp_datapath::sim::{RealtimeSimulator, Simulator};
 use ccp_datapath::stats::percentile_unsorted;
+use ccp_selector::EventKind;
 use thiserror::Error;
 
 use crate::iw_web::workload::flow_size_pkts;
@@ -670,7 +671,7 @@ pub fn path_changes(cond: &Condition) -> Vec<PathChange> {
         .collect()
 }
 
-/// The run's selector swaps as rows; keeps any explore samples for `gen-data`.
+/// The run's selector swaps and path-change re-seats as rows; keeps any explore samples for `gen-data`.
 fn swap_rows(
     s: &selectors::RunSelectors,
     scenario: &Scenario,
@@ -680,9 +681,17 @@ fn swap_rows(
     s.keep_samples(&cond.id, job.seed);
     let names = selectors::candidate_names();
     let name = |i: usize| names.get(i).copied().unwrap_or("?").to_string();
+    // A path change re-seats the active candidate with one CHANGE_PROG, as a swap does: it is
+    // a row with `from == to`, and counts as a swap.
     s.log
-        .swap_events()
+        .events()
         .into_iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::Swap { .. } | EventKind::PathChange { .. }
+            )
+        })
         .map(|e| SwapRow {
             scenario: scenario.name.clone(),
             condition: cond.id.clone(),

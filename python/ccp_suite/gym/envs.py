@@ -138,6 +138,8 @@ class SelectEnv(_SimEnv):
     moves the flow to another candidate, a price on switching for training against needless
     swaps; `info["swapped"]` says whether the step swapped, `info["reward_raw"]` is the reward
     without the cost.
+    `path_change` (default on, as in `ccp-eval`'s selectors): the selector re-seats the active
+    candidate when it detects a longer path (`ccp_selector::path_change`).
     """
 
     def __init__(
@@ -152,6 +154,7 @@ class SelectEnv(_SimEnv):
         initial: int | str = "random",
         oracle: Mapping[str, str] | str | os.PathLike[str] | None = None,
         swap_cost: float = 0.0,
+        path_change: bool = True,
     ) -> None:
         if not (math.isfinite(swap_cost) and swap_cost >= 0.0):
             raise ValueError(f"swap_cost must be a finite number >= 0, not {swap_cost!r}")
@@ -164,6 +167,7 @@ class SelectEnv(_SimEnv):
             step_rtts=step_rtts,
             step_s=step_s,
             duration_s=duration_s,
+            path_change=bool(path_change),
         )
         self.candidates = self.core.candidates()
         self.initial = initial

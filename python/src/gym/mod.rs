@@ -18,7 +18,7 @@ use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{FlowSpec, LockstepAgent, Scheme, SimConfig};
 use ccp_eval::scenario::Scenario;
 use ccp_selector::tcprl::{StepLength, Stepper};
-use ccp_selector::{FlowContext, HysteresisConfig, Selector, SelectorLog};
+use ccp_selector::{FlowContext, HysteresisConfig, PathChangeConfig, Selector, SelectorLog};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -62,6 +62,7 @@ pub(crate) struct EnvCore {
     history: usize,
     delta: f64,
     interval_rtts: f64,
+    path_change: bool,
     duration_ns: u64,
     obs_len: usize,
     episode: Option<Episode>,
@@ -75,10 +76,13 @@ impl EnvCore {
     /// observation, steps of `step_rtts` smoothed RTTs or `step_s` seconds. `rate`/`cwnd`:
     /// `history` intervals per observation, action scale `delta` (default 0.5 for `rate`, 1
     /// for `cwnd`), decisions every `interval_rtts` RTTs (default 0.5 for `rate`, 1 for
-    /// `cwnd`). `duration_s`: episode length (default: the scenario's).
+    /// `cwnd`). `duration_s`: episode length (default: the scenario's). `path_change`
+    /// (`select`): the selector's path-change detection, as `ccp-eval`'s selectors run it
+    /// (default on).
     #[new]
     #[pyo3(signature = (kind, scenario, candidates = None, window = 8, step_rtts = 1.0,
-        step_s = None, history = 10, delta = None, interval_rtts = None, duration_s = None))]
+        step_s = None, history = 10, delta = None, interval_rtts = None, duration_s = None,
+        path_change = true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         kind: &str,
@@ -91,6 +95,7 @@ impl EnvCore {
         delta: Option<f64>,
         interval_rtts: Option<f64>,
         duration_s: Option<f64>,
+        path_change: bool,
     ) -> PyResult<Self> {
         crate::pending::ensure_installed()?;
         let kind = match kind {
@@ -162,6 +167,7 @@ impl EnvCore {
             history,
             delta,
             interval_rtts,
+            path_change,
             duration_ns: (duration_s * 1e9) as u64,
             obs_len,
             episode: None,
@@ -303,6 +309,7 @@ impl EnvCore {
     fn agent(&self, initial: usize) -> PyResult<AgentBuilder> {
         let kind = self.kind;
         let (step, window, history, delta) = (self.step, self.window, self.history, self.delta);
+        let path_change = self.path_change.then(PathChangeConfig::default);
         let programs =
             control::programs_every(self.interval_rtts).map_err(PyValueError::new_err)?;
         let configs = registry::global()
@@ -321,6 +328,7 @@ impl EnvCore {
                     }),
                 )
                 .with_hysteresis(HysteresisConfig::none())
+                .with_path_change(path_change)
                 .with_log(Arc::new(SelectorLog::new(false)));
                 LockstepAgent::new(selector)
             }
