@@ -17,6 +17,7 @@ mod aimd;
 
 use aimd::Aimd;
 use ccp_datapath::agent::{self, SyntheticFlow, demo_config};
+use ccp_datapath::runtime::transport::CCP_SOCKET_DIR;
 use ccp_datapath::runtime::{ChannelTransport, Datapath, MonotonicClock, Transport, UnixTransport};
 
 const MSS: u32 = 1448;
@@ -24,6 +25,16 @@ const INIT_CWND: u32 = 10 * MSS;
 
 fn start_flow<T: Transport>(dp: &mut Datapath<T, MonotonicClock>) -> SyntheticFlow {
     SyntheticFlow::start(dp, aimd::AIMD_NAME, MSS, INIT_CWND).expect("create flow")
+}
+
+/// Removes the agent's socket file `/tmp/ccp/<name>` when dropped: a killed agent process
+/// leaves it behind.
+struct AgentSocket(String);
+
+impl Drop for AgentSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(std::path::Path::new(CCP_SOCKET_DIR).join(&self.0));
+    }
 }
 
 fn init_tracing() {
@@ -85,6 +96,7 @@ fn unix_agent_controls_the_flow_survives_its_death_and_is_taken_back() {
     init_tracing();
     let pid = std::process::id();
     let agent_name = format!("e2e-agent-{pid}");
+    let _socket = AgentSocket(agent_name.clone());
     let dp_name = format!("e2e-dp-{pid}");
 
     let alg = Aimd::default();
@@ -185,6 +197,7 @@ fn simulator_in_real_time_with_an_agent_over_unix_sockets() {
     init_tracing();
     let pid = std::process::id();
     let agent_name = format!("rt-agent-{pid}");
+    let _socket = AgentSocket(agent_name.clone());
     let alg = Aimd::default();
     let counters = alg.counters.clone();
     let handle = agent::spawn_unix_agent(alg, &agent_name).expect("agent");
