@@ -228,8 +228,8 @@ impl AgentState {
 
     fn install(&self, loaded: Loaded, plan: LearnPlan) {
         let Loaded { config, factory } = loaded;
-        self.policy.set_path_change(config.path_change);
-        self.policy.replace(factory, config.hysteresis);
+        self.policy
+            .replace(factory, config.hysteresis, config.path_change);
         let table = config
             .iw
             .map(|iw| (iw.table, iw.ip_byte_order.unwrap_or(self.default_order)));

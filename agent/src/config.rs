@@ -353,13 +353,7 @@ impl Config {
             ),
         ] {
             if let Some(v) = value {
-                if !(v.is_finite() && v >= 0.0) {
-                    return Err(field(
-                        &format!("selector.hysteresis.{name}"),
-                        format!("must be a finite number >= 0, got {v}"),
-                    ));
-                }
-                *slot = v;
+                *slot = non_negative(&format!("selector.hysteresis.{name}"), v, None)?;
             }
         }
         let path_change = path_change_settings(&s.path_change)?;
@@ -412,24 +406,19 @@ fn path_change_settings(raw: &RawPathChange) -> Result<Option<PathChangeConfig>,
     if raw.enabled == Some(false) {
         return Ok(None);
     }
+    let key = |name: &str| format!("selector.path_change.{name}");
     let mut c = PathChangeConfig::default();
     let ratios = [
-        ("rise", raw.rise, &mut c.rise, f64::MAX),
-        ("step_rtts", raw.step_rtts, &mut c.step_rtts, f64::MAX),
-        ("settle_rtts", raw.settle_rtts, &mut c.settle_rtts, f64::MAX),
-        ("window_rtts", raw.window_rtts, &mut c.window_rtts, f64::MAX),
-        ("flat", raw.flat, &mut c.flat, f64::MAX),
-        ("slowdown", raw.slowdown, &mut c.slowdown, 1.0),
+        ("rise", raw.rise, &mut c.rise, None),
+        ("step_rtts", raw.step_rtts, &mut c.step_rtts, None),
+        ("settle_rtts", raw.settle_rtts, &mut c.settle_rtts, None),
+        ("window_rtts", raw.window_rtts, &mut c.window_rtts, None),
+        ("flat", raw.flat, &mut c.flat, None),
+        ("slowdown", raw.slowdown, &mut c.slowdown, Some(1.0)),
     ];
     for (name, value, slot, max) in ratios {
         if let Some(v) = value {
-            if !(v.is_finite() && (0.0..=max).contains(&v)) {
-                return Err(field(
-                    &format!("selector.path_change.{name}"),
-                    format!("must be a finite number in 0..={max}, got {v}"),
-                ));
-            }
-            *slot = v;
+            *slot = non_negative(&key(name), v, max)?;
         }
     }
     for (name, value, slot) in [
@@ -437,16 +426,22 @@ fn path_change_settings(raw: &RawPathChange) -> Result<Option<PathChangeConfig>,
         ("min_window_ms", raw.min_window_ms, &mut c.min_window_us),
     ] {
         if let Some(v) = value {
-            if !(v.is_finite() && (0.0..=60_000.0).contains(&v)) {
-                return Err(field(
-                    &format!("selector.path_change.{name}"),
-                    format!("must be a number of milliseconds in 0..=60000, got {v}"),
-                ));
-            }
-            *slot = (v * 1e3) as u64;
+            *slot = (non_negative(&key(name), v, Some(60_000.0))? * 1e3) as u64;
         }
     }
     Ok(Some(c))
+}
+
+/// `v` if it is a finite number >= 0 (and at most `max`), else the error naming `key`.
+fn non_negative(key: &str, v: f64, max: Option<f64>) -> Result<f64, ConfigError> {
+    if v.is_finite() && v >= 0.0 && max.is_none_or(|m| v <= m) {
+        return Ok(v);
+    }
+    let range = max.map_or_else(|| ">= 0".to_string(), |m| format!("in 0..={m}"));
+    Err(field(
+        key,
+        format!("must be a finite number {range}, got {v}"),
+    ))
 }
 
 fn online_settings(

@@ -44,10 +44,11 @@ fn a_replaced_policy_applies_to_new_flows_only() {
     let slot = handle.clone();
     handle.replace(
         Arc::new(move |n: &FlowContext<'_>| {
-            slot.replace(vegas.clone(), HysteresisConfig::default());
+            slot.replace(vegas.clone(), HysteresisConfig::default(), None);
             cubic(n)
         }),
         HysteresisConfig::default(),
+        None,
     );
     let sel = Selector::new(
         candidates,

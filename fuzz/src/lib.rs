@@ -259,7 +259,8 @@ pub fn iw_table(data: &[u8]) {
 /// GBDT boosters as JSON), then a prediction of every candidate under every mode.
 ///
 /// Input: a `u16` length `n`, `n` bytes of `manifest.json`, the rest is `m.json` (the booster
-/// file the seeds' manifests name). The files are written to a fresh folder of the temp dir, removed afterwards.
+/// file the seeds' manifests name). The files are written to a fresh folder of the temp dir,
+/// removed afterwards.
 pub fn model(data: &[u8]) {
     use ccp_selector::antelope::{Mode, ModelSet};
     if data.len() < 2 {

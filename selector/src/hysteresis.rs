@@ -61,9 +61,11 @@ impl Hysteresis {
         }
     }
 
-    /// The parameters the filter was built with.
-    pub fn config(&self) -> HysteresisConfig {
-        self.config
+    /// Starts over at `now_us`, as a filter built then: nothing pending, the dwell counted
+    /// from `now_us` (after the active candidate was re-seated).
+    pub fn restart(&mut self, now_us: u64) {
+        self.pending = None;
+        self.since_us = now_us;
     }
 
     /// Feeds one decision; returns the candidate to switch to now, if any. `current` is the

@@ -4,9 +4,10 @@
 //! going from 20 to 40 ms) leaves every algorithm that keeps an RTT minimum blind while the old
 //! minimum lasts: Copa (a 10-s window) and Vegas (the flow's minimum: for good) read the new
 //! delay as standing queue and slow down, C2TCP's target stays at a multiple of the old delay.
-//! On TCP-RL's `dynamic` path Copa runs at 6 Mbit/s of 50 for 10.5 s after the change. TCP-RL (`../shared/PAPERS.md` §1.2) answers a detected
-//! change by re-exploring schemes, each new scheme starting fresh; a selector that carries RTT
-//! state across swaps must instead say which part of that state the change made stale.
+//! On TCP-RL's `dynamic` path Copa runs at 6 Mbit/s of 50 for 10.5 s after the change. TCP-RL
+//! (`../shared/PAPERS.md` §1.2) answers a detected change by re-exploring schemes, each new
+//! scheme starting fresh; a selector that carries RTT state across swaps must instead say which
+//! part of that state the change made stale.
 //!
 //! The detector ([`PathChange`]) fires when three things hold together:
 //! - the per-report minimum RTT has *stepped* from near the flow's floor to at least `rise`
@@ -30,13 +31,14 @@
 //! state (window, pacing, smoothed RTT, loss time) with the minimum RTT replaced by the new
 //! floor, through the same `activate` a swap uses, and restarts the hysteresis (decisions
 //! counted before the change no longer count). The policy is not told: it sees the path
-//! through its own features, as before. Left out: decreases of the delay need no detector (every windowed
-//! minimum takes a lower sample at once), and neither do rate or loss changes (no algorithm
-//! here keeps state those make stale for longer than an RTT or a loss episode).
+//! through its own features, as before. Left out: decreases of the delay need no detector
+//! (every windowed minimum takes a lower sample at once), and neither do rate or loss changes
+//! (no algorithm here keeps state those make stale for longer than an RTT or a loss episode).
 
 use std::collections::VecDeque;
 
 use ccp_algorithms::Measurement;
+use ccp_algorithms::rtt::lower_min;
 
 /// Detector parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -174,11 +176,7 @@ impl PathChange {
 
     /// Feeds one report; returns the new floor (µs) when the path is judged to have changed.
     pub fn on_report(&mut self, m: &Measurement) -> Option<u64> {
-        let sample = if m.min_rtt_us > 0 {
-            m.min_rtt_us
-        } else {
-            m.rtt_us
-        };
+        let sample = lower_min(0, [m.min_rtt_us, m.rtt_us]);
         if sample == 0 || m.now_us == 0 {
             return None;
         }

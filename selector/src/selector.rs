@@ -128,15 +128,23 @@ pub type PolicyFactory = Arc<dyn Fn(&FlowContext<'_>) -> Box<dyn SelectionPolicy
 /// what they were built with.
 #[derive(Clone)]
 pub struct PolicyHandle {
-    slot: Arc<RwLock<(PolicyFactory, HysteresisConfig)>>,
-    path_change: Arc<RwLock<Option<PathChangeConfig>>>,
+    slot: Arc<RwLock<Slot>>,
+}
+
+/// What a [`PolicyHandle`] holds, replaced together.
+#[derive(Clone)]
+struct Slot {
+    factory: PolicyFactory,
+    hysteresis: HysteresisConfig,
+    path_change: Option<PathChangeConfig>,
 }
 
 impl std::fmt::Debug for PolicyHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let slot = self.slot();
         f.debug_struct("PolicyHandle")
-            .field("hysteresis", &self.get().1)
-            .field("path_change", &self.path_change())
+            .field("hysteresis", &slot.hysteresis)
+            .field("path_change", &slot.path_change)
             .finish_non_exhaustive()
     }
 }
@@ -145,43 +153,57 @@ impl PolicyHandle {
     /// A slot holding `policy` and `hysteresis`, path-change detection off.
     pub fn new(policy: PolicyFactory, hysteresis: HysteresisConfig) -> Self {
         Self {
-            slot: Arc::new(RwLock::new((policy, hysteresis))),
-            path_change: Arc::new(RwLock::new(None)),
+            slot: Arc::new(RwLock::new(Slot {
+                factory: policy,
+                hysteresis,
+                path_change: None,
+            })),
         }
     }
 
-    /// Sets path-change detection for every flow created from now on (`None`: off;
+    /// Replaces all three for every flow created from now on (`path_change`: `None` is off;
     /// [`crate::path_change`]).
-    pub fn set_path_change(&self, config: Option<PathChangeConfig>) {
-        *self
-            .path_change
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = config;
+    pub fn replace(
+        &self,
+        policy: PolicyFactory,
+        hysteresis: HysteresisConfig,
+        path_change: Option<PathChangeConfig>,
+    ) {
+        *self.write() = Slot {
+            factory: policy,
+            hysteresis,
+            path_change,
+        };
+    }
+
+    /// The current factory and hysteresis (a poisoned lock still holds a complete slot).
+    pub fn get(&self) -> (PolicyFactory, HysteresisConfig) {
+        let slot = self.slot();
+        (slot.factory, slot.hysteresis)
     }
 
     /// The path-change detection new flows get.
     pub fn path_change(&self) -> Option<PathChangeConfig> {
-        *self
-            .path_change
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.slot().path_change
     }
 
-    /// Replaces both for every flow created from now on.
-    pub fn replace(&self, policy: PolicyFactory, hysteresis: HysteresisConfig) {
-        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = (policy, hysteresis);
+    fn set_hysteresis(&self, hysteresis: HysteresisConfig) {
+        self.write().hysteresis = hysteresis;
     }
 
-    /// The current factory and hysteresis (a poisoned lock still holds a complete pair).
-    pub fn get(&self) -> (PolicyFactory, HysteresisConfig) {
+    fn set_path_change(&self, path_change: Option<PathChangeConfig>) {
+        self.write().path_change = path_change;
+    }
+
+    fn slot(&self) -> Slot {
         self.slot
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    fn set_hysteresis(&self, hysteresis: HysteresisConfig) {
-        self.slot.write().unwrap_or_else(PoisonError::into_inner).1 = hysteresis;
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Slot> {
+        self.slot.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -295,7 +317,11 @@ impl<I: Ipc> CongAlg<I> for Selector {
         let start = flow_start(&info);
         self.log.flows.fetch_add(1, Ordering::Relaxed);
         let names = self.names();
-        let (factory, hysteresis) = self.policy.get();
+        let Slot {
+            factory,
+            hysteresis,
+            path_change,
+        } = self.policy.slot();
         let policy = factory(&FlowContext {
             candidates: &names,
             sock_id: info.sock_id,
@@ -316,7 +342,7 @@ impl<I: Ipc> CongAlg<I> for Selector {
             reports: 0,
             log: self.log.clone(),
             last: None,
-            path_change: self.policy.path_change().map(PathChange::new),
+            path_change: path_change.map(PathChange::new),
         };
         if let Some(alg) = flow.candidates.get_mut(current) {
             let control = alg.activate(&Handoff::flow_start(&start));
@@ -368,19 +394,36 @@ impl<I: Ipc> SelectorFlow<I> {
             .decode(report, &self.log.stale_reports, &self.log.bad_reports)
     }
 
+    /// The active candidate's state at `now_us`, as a swap hands it over.
+    fn handoff_at(&self, now_us: u64) -> Option<Handoff> {
+        let mut handoff = self.candidates.get(self.current)?.handoff();
+        handoff.now_us = now_us;
+        Some(handoff)
+    }
+
+    /// Makes candidate `to` the active one from `handoff` (its `activate`, then one
+    /// CHANGE_PROG); returns the `Cwnd` and `Rate` installed and its smoothed RTT right after.
+    fn hand_to(&mut self, to: usize, handoff: &Handoff) -> Option<(u32, u32, u64)> {
+        let incoming = self.candidates.get_mut(to)?;
+        let control = incoming.activate(handoff);
+        let srtt_after_us = incoming.handoff().srtt_us;
+        self.current = to;
+        let (cwnd, rate) = self.install(to, &control, Some(handoff));
+        Some((cwnd, rate, srtt_after_us))
+    }
+
     /// Re-seats the active candidate after a path change: its own state handed back to it
     /// through `activate`, with the minimum RTT replaced by the new floor.
     fn reseat(&mut self, old_floor_us: u64, floor_us: u64, now_us: u64) {
         let current = self.current;
-        let Some(active) = self.candidates.get_mut(current) else {
+        let Some(mut handoff) = self.handoff_at(now_us) else {
             return;
         };
-        let mut handoff = active.handoff();
-        handoff.now_us = now_us;
         handoff.min_rtt_us = floor_us;
-        let control = active.activate(&handoff);
-        self.install(current, &control, Some(&handoff));
-        self.hysteresis = Hysteresis::new(self.hysteresis.config(), now_us);
+        if self.hand_to(current, &handoff).is_none() {
+            return;
+        }
+        self.hysteresis.restart(now_us);
         self.log.path_changes.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             sock = self.sock_id,
@@ -404,18 +447,14 @@ impl<I: Ipc> SelectorFlow<I> {
     /// Hands the flow from the active candidate to `to` with one CHANGE_PROG.
     fn swap(&mut self, to: usize, now_us: u64) {
         let from = self.current;
-        let Some(outgoing) = self.candidates.get(from) else {
+        let Some(handoff) = self.handoff_at(now_us) else {
             return;
         };
-        let mut handoff = outgoing.handoff();
-        handoff.now_us = now_us;
-        let Some(incoming) = self.candidates.get_mut(to) else {
+        let Some((installed_cwnd_bytes, installed_rate, srtt_after_us)) =
+            self.hand_to(to, &handoff)
+        else {
             return;
         };
-        let control = incoming.activate(&handoff);
-        let srtt_after_us = incoming.handoff().srtt_us;
-        self.current = to;
-        let (installed_cwnd_bytes, installed_rate) = self.install(to, &control, Some(&handoff));
         self.log.swaps.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             sock = self.sock_id,

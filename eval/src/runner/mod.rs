@@ -671,7 +671,8 @@ pub fn path_changes(cond: &Condition) -> Vec<PathChange> {
         .collect()
 }
 
-/// The run's selector swaps and path-change re-seats as rows; keeps any explore samples for `gen-data`.
+/// The run's selector swaps and path-change re-seats as rows; keeps any explore samples for
+/// `gen-data`.
 fn swap_rows(
     s: &selectors::RunSelectors,
     scenario: &Scenario,

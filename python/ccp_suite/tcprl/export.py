@@ -20,6 +20,8 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
+from . import net
+
 OPSET = 17
 # The policy graph's initializers: the layers stored whole, and the LSTM's input, recurrent and
 # bias weights split per gate (`net`'s column order, i f o u), e.g. `wx_i`.
@@ -121,8 +123,6 @@ def read_policy(sidecar_path) -> tuple[dict, list[str]]:
         candidates = [str(c) for c in sidecar["candidates"]]
     except (OSError, ValueError, KeyError, TypeError, DecodeError) as e:
         raise ValueError(f"{path}: not a tcprl model ({e})") from e
-    from . import net
-
     w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
     split = [f"{k}_{g}" for g in GATES for k in ("wx", "wh", "bl")]
     missing = [k for k in (*WHOLE, *split) if k not in w]
