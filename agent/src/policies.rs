@@ -224,7 +224,9 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 /// on the report that ends its probe: configure `selector.hysteresis` with one agreeing
 /// decision and no dwell to deploy it as evaluated (the loss hold may stay).
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
-    use ccp_selector::probe::{DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, default_trial};
+    use ccp_selector::probe::{
+        DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, default_trial, default_watch,
+    };
     let model_err = |message: String| model_error("probe", message);
     let dir = ctx.model_path("probe", "probe")?;
     let models = ProbeModels::load(&dir).map_err(|e| model_err(e.to_string()))?;
@@ -233,6 +235,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             models: Arc::new(models),
             margin: DEFAULT_MARGIN,
             trial: default_trial(),
+            watch: default_watch(),
         },
         modes(ctx.preferences),
     );

@@ -196,6 +196,22 @@ pub fn probe_trial() -> Option<probe::Trial> {
     }
 }
 
+/// The competition watch of `selector-probe`: `$CCP_PROBE_WATCH` = `off`, `on` (the
+/// [`probe::Watch::default`]) or `<ratio>,<window ms>,<window RTTs>,<target>[,kept]` (`kept`:
+/// the target continues from the handed-over rate instead of afresh), else
+/// [`probe::default_watch`]. A value that cannot be used is reported and ignored.
+pub fn probe_watch() -> Option<probe::Watch> {
+    let value = std::env::var("CCP_PROBE_WATCH").ok()?;
+    match value.trim() {
+        "off" => None,
+        "on" => Some(probe::Watch::default()),
+        spec => probe::Watch::parse(spec)
+            .map_err(|e| eprintln!("CCP_PROBE_WATCH={value:?} ignored: {e}"))
+            .ok()
+            .or_else(probe::default_watch),
+    }
+}
+
 /// What `selector-probe-explore` does in the runs that follow: start on `start`, switch to
 /// `target` at the end of `window`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -562,6 +578,7 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
                 models,
                 margin: probe_margin(),
                 trial: probe_trial(),
+                watch: probe_watch(),
             },
             &log,
             port,

@@ -87,6 +87,12 @@ pub trait SelectionPolicy: Send {
     fn explain(&self) -> Option<Explanation> {
         None
     }
+    /// Whether a swap to `to` hands over as if the flow were still in its first slow start,
+    /// so the incoming candidate probes for bandwidth afresh instead of continuing from the
+    /// outgoing one's rate (window, pacing and RTT state are still carried over).
+    fn afresh(&self, _to: usize) -> bool {
+        false
+    }
 }
 
 /// The index of the highest of `scores`, `current` on ties with it (and when `scores` is empty

@@ -447,9 +447,12 @@ impl<I: Ipc> SelectorFlow<I> {
     /// Hands the flow from the active candidate to `to` with one CHANGE_PROG.
     fn swap(&mut self, to: usize, now_us: u64) {
         let from = self.current;
-        let Some(handoff) = self.handoff_at(now_us) else {
+        let Some(mut handoff) = self.handoff_at(now_us) else {
             return;
         };
+        if self.policy.afresh(to) {
+            handoff.in_first_slow_start = true;
+        }
         let Some((installed_cwnd_bytes, installed_rate, srtt_after_us)) =
             self.hand_to(to, &handoff)
         else {

@@ -215,3 +215,54 @@ fn stale_reports_after_a_swap_are_counted_not_unwrapped() {
     assert_eq!(log.bad_reports.load(Ordering::Relaxed), 0);
     assert!(r.flows[0].delivered_bytes > 0);
 }
+
+/// Starts on Vegas and asks for BBR from the 100th report on, afresh or not.
+struct ToBbr {
+    afresh: bool,
+}
+
+impl SelectionPolicy for ToBbr {
+    fn name(&self) -> &'static str {
+        "to-bbr"
+    }
+    fn initial(&self) -> usize {
+        2
+    }
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        if f.reports >= 100 {
+            Decision::SwitchTo(3)
+        } else {
+            Decision::Stay
+        }
+    }
+    fn afresh(&self, to: usize) -> bool {
+        self.afresh && to == 3
+    }
+}
+
+#[test]
+fn a_swap_made_afresh_starts_the_incoming_candidate_in_its_first_slow_start() {
+    let installed = |afresh: bool| {
+        let sel = Selector::new(
+            four(),
+            Arc::new(move |_: &FlowContext<'_>| Box::new(ToBbr { afresh }) as _),
+        )
+        .with_hysteresis(HysteresisConfig::none());
+        let (r, log) = run(sel, 8, 0);
+        let swaps = log.swap_events();
+        assert_eq!(swaps.len(), 1, "{swaps:?}");
+        assert!(utilization(&r) > 0.5);
+        match swaps[0].kind {
+            EventKind::Swap { installed_rate, .. } => installed_rate,
+            ref k => panic!("{k:?}"),
+        }
+    };
+    // Same flow up to the swap; BBR continuing from Vegas's rate paces at 0.75-1.25 of it in
+    // ProbeBW, BBR afresh at Startup's 2/ln 2 of it.
+    let (kept, afresh) = (installed(false), installed(true));
+    println!("installed rate: afresh {afresh}, kept {kept}");
+    assert!(
+        f64::from(afresh) > 2.0 * f64::from(kept),
+        "afresh {afresh}, kept {kept}"
+    );
+}

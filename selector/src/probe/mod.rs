@@ -28,6 +28,7 @@
 pub mod features;
 pub mod model;
 pub mod trial;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,6 +36,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
 pub use model::{ProbeModels, ProbeSample};
 pub use trial::{Trial, WindowScore};
+pub use watch::{Watch, Watcher};
 
 use crate::antelope::reward::Mode;
 use crate::policy::{Decision, Explanation, Features, FlowContext, SelectionPolicy};
@@ -50,6 +52,11 @@ pub const DEFAULT_MARGIN: f64 = 0.1;
 /// flows or on a cellular link those do not say what the rest of the flow gains
 /// (`docs/selector.md`). `ccp-eval` turns it on with `CCP_PROBE_TRIAL=on`.
 pub fn default_trial() -> Option<Trial> {
+    None
+}
+
+/// The competition watch deployed flows run after the probe ([`watch`]): none until measured.
+pub fn default_watch() -> Option<Watch> {
     None
 }
 
@@ -76,6 +83,9 @@ pub enum ProbeChoice {
         /// Measure the proposed switch before keeping it ([`trial`]); `None`: switch for good
         /// at the probe's end.
         trial: Option<Trial>,
+        /// After the probe, move a default-mode flow that stayed on its start when a queue
+        /// never drains ([`watch`]); `None`: the probe's choice is final.
+        watch: Option<Watch>,
     },
     /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
     /// it is the start), and record the probe's features in `sink`.
@@ -141,6 +151,8 @@ impl Probe {
             window,
             stats: ProbeStats::new(ctx.mss_bytes),
             chosen: None,
+            watcher: None,
+            watched_to: None,
             stage: None,
             features: Vec::new(),
             scores: Vec::new(),
@@ -160,6 +172,9 @@ pub struct ProbePolicy {
     window: ProbeWindow,
     stats: ProbeStats,
     chosen: Option<usize>,
+    watcher: Option<Watcher>,
+    /// The watch's target once it fired, and whether the move is made afresh.
+    watched_to: Option<(usize, bool)>,
     stage: Option<trial::Stage>,
     features: Vec<f64>,
     scores: Vec<f64>,
@@ -181,6 +196,34 @@ impl ProbePolicy {
         self.stage
             .as_ref()
             .map_or((None, None), |s| s.scores(self.mode))
+    }
+
+    /// Starts the competition watch when the flow keeps its start candidate in the default
+    /// mode and the policy has a watch.
+    fn start_watch(&mut self, chosen: usize) {
+        if let ProbeChoice::Predict { watch: Some(w), .. } = &self.choice
+            && chosen == self.initial
+            && self.mode == Mode::Default
+            && self.names.iter().any(|n| *n == w.target)
+            && self.names.get(chosen).is_some_and(|n| *n != w.target)
+        {
+            self.watcher = Some(Watcher::new(w.clone(), self.stats.min_rtt_us()));
+        }
+    }
+
+    /// The candidate for good once chosen: `chosen`, or the watch's target once it fired.
+    fn watched(&mut self, chosen: usize, f: &Features<'_>) -> usize {
+        let Some(w) = self.watcher.as_mut() else {
+            return chosen;
+        };
+        if w.push(f.measurement, f.now_us)
+            && let Some(t) = self.names.iter().position(|n| *n == w.target())
+        {
+            self.chosen = Some(t);
+            self.watched_to = Some((t, w.afresh()));
+            return t;
+        }
+        chosen
     }
 
     /// The trial a proposed switch runs (`None`: it is kept at once).
@@ -244,7 +287,7 @@ impl SelectionPolicy for ProbePolicy {
 
     fn decide(&mut self, f: &Features<'_>) -> Decision {
         let want = if let Some(c) = self.chosen {
-            c
+            self.watched(c, f)
         } else if let (Some(trial), Some(stage)) = (self.trial(), self.stage.as_mut()) {
             let flow = trial::TrialFlow {
                 trial: &trial,
@@ -257,6 +300,7 @@ impl SelectionPolicy for ProbePolicy {
                 trial::Step::Run(c) => c,
                 trial::Step::Done(c) => {
                     self.chosen = Some(c);
+                    self.start_watch(c);
                     c
                 }
             }
@@ -277,6 +321,7 @@ impl SelectionPolicy for ProbePolicy {
                 }
                 _ => {
                     self.chosen = Some(c);
+                    self.start_watch(c);
                     c
                 }
             }
@@ -287,6 +332,10 @@ impl SelectionPolicy for ProbePolicy {
         } else {
             Decision::SwitchTo(want)
         }
+    }
+
+    fn afresh(&self, to: usize) -> bool {
+        self.watched_to == Some((to, true))
     }
 
     fn explain(&self) -> Option<Explanation> {

@@ -170,6 +170,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
             models: models.clone(),
             margin: DEFAULT_MARGIN,
             trial: None,
+            watch: None,
         },
         HashMap::new(),
     );
@@ -200,6 +201,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
             models,
             margin: 1.0,
             trial: None,
+            watch: None,
         },
         HashMap::new(),
     );
@@ -221,6 +223,7 @@ fn a_choice_is_asked_for_until_the_selector_makes_it() {
             models,
             margin: DEFAULT_MARGIN,
             trial: None,
+            watch: None,
         },
         HashMap::new(),
     );
@@ -307,6 +310,7 @@ fn the_preference_mode_comes_from_the_port() {
             models,
             margin: DEFAULT_MARGIN,
             trial: None,
+            watch: None,
         },
         HashMap::from([(5001, Mode::Delay)]),
     );
@@ -376,6 +380,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
             models: models.clone(),
             margin: DEFAULT_MARGIN,
             trial: Some(trial),
+            watch: None,
         },
         HashMap::new(),
     );
@@ -422,6 +427,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
                 confident_gain: 0.1,
                 ..trial
             }),
+            watch: None,
         },
         HashMap::new(),
     );
@@ -430,4 +436,65 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
     let d = run_scaled(&mut p, &mut current, 80, 0.5, [1.0, 0.5, 1.0]);
     assert_eq!(d[20], Decision::SwitchTo(1), "{d:?}");
     assert_eq!(p.chosen(), Some(1));
+}
+
+#[test]
+fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
+    let watch = Watch {
+        target: "copa".into(),
+        ..Watch::default()
+    };
+    let probe = Probe::new(
+        ProbeChoice::Predict {
+            models: one_second_models(),
+            margin: DEFAULT_MARGIN,
+            trial: None,
+            watch: Some(watch),
+        },
+        HashMap::from([(5001, Mode::Delay)]),
+    );
+    // A steady 50-ms path for 2 s (the probe keeps bbr), then a competitor's queue holds
+    // every RTT at 100 ms.
+    let rtt = |i: u64| if i <= 40 { 50_000 } else { 100_000 };
+    let feed = |p: &mut ProbePolicy| {
+        let mut current = p.initial();
+        let mut moved = None;
+        for i in 1..=200 {
+            let m = Measurement {
+                now_us: 50_000 * i,
+                acked_bytes: 62_500,
+                rtt_us: rtt(i),
+                min_rtt_us: rtt(i),
+                ..Measurement::default()
+            };
+            let d = p.decide(&Features {
+                measurement: &m,
+                current,
+                candidates: &NAMES,
+                now_us: m.now_us,
+                srtt_us: rtt(i),
+                reports: i,
+            });
+            if let Decision::SwitchTo(k) = d {
+                assert!(moved.is_none(), "one move, report {i}");
+                moved = Some((i, k, p.afresh(k)));
+                current = k;
+            }
+        }
+        moved
+    };
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    // The queue rises at report 41 (2.05 s); the watch has run since the probe ended at
+    // report 21 and needs 3 s of it without a drained sample: report 101 (5.05 s).
+    assert_eq!(feed(&mut p), Some((101, 1, true)));
+    assert_eq!(p.chosen(), Some(1));
+    assert!(!p.afresh(2), "only the watch's own move is made afresh");
+
+    // A delay-sensitive flow keeps its start: the watch is for the default mode.
+    let ctx = FlowContext {
+        dst_port: 5001,
+        ..FlowContext::for_candidates(&NAMES)
+    };
+    let mut p = probe.policy(&ctx);
+    assert_eq!(feed(&mut p), None);
 }
