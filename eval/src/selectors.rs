@@ -201,7 +201,9 @@ pub fn probe_trial() -> Option<probe::Trial> {
 /// the target continues from the handed-over rate instead of afresh), else
 /// [`probe::default_watch`]. A value that cannot be used is reported and ignored.
 pub fn probe_watch() -> Option<probe::Watch> {
-    let value = std::env::var("CCP_PROBE_WATCH").ok()?;
+    let Ok(value) = std::env::var("CCP_PROBE_WATCH") else {
+        return probe::default_watch();
+    };
     match value.trim() {
         "off" => None,
         "on" => Some(probe::Watch::default()),

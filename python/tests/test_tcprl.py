@@ -261,3 +261,48 @@ def test_the_selector_runs_the_exported_policy(tiny: pathlib.Path, tmp_path: pat
         del os.environ["CCP_TCPRL_MODEL"]
     assert [r["status"] for r in rows] == ["ok", "ok"], rows
     assert all(r["throughput_mbps"] > 0.5 for r in rows), rows
+
+
+def _results(path: pathlib.Path, scores: list[float], status: str = "ok") -> pathlib.Path:
+    fields = ["scheme", "role", "condition", "seed", "score", "status"]
+    lines = [",".join(fields)]
+    for i, s in enumerate(scores):
+        lines.append(f"selector-tcprl,main,c{i},3,{s},{status}")
+        # A cross flow and another scheme never count.
+        lines.append(f"selector-tcprl,cross,c{i},3,9.0,ok")
+        lines.append(f"copa,main,c{i},3,9.0,ok")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_pick_keeps_the_model_with_the_best_validation_score(tmp_path: pathlib.Path) -> None:
+    from ccp_suite.tcprl import pick
+
+    runs = []
+    for name, scores in [("a", [-1.0, -0.5]), ("b", [-0.6, -0.4]), ("c", [-2.0, 0.0])]:
+        model = tmp_path / name
+        model.mkdir()
+        (model / "tcprl.json").write_text(json.dumps({"name": name}))
+        (model / "policy.onnx").write_bytes(name.encode())
+        runs.append((model, _results(tmp_path / f"{name}.csv", scores)))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.onnx").write_bytes(b"old")
+    sel = pick.pick(runs, out)
+    assert sel["chosen"] == str(tmp_path / "b")
+    assert [r["mean_score"] for r in sel["runs"]] == [-0.75, -0.5, -1.0]
+    assert json.loads((out / "tcprl.json").read_text()) == {"name": "b"}
+    assert (out / "policy.onnx").read_bytes() == b"b"
+    assert not (out / "stale.onnx").exists()
+    assert json.loads((out / "selection.json").read_text())["chosen"] == str(tmp_path / "b")
+
+    # A failed flow, a missing model, validation sets of different sizes are refused.
+    bad = [
+        ([(runs[0][0], _results(tmp_path / "f.csv", [0.0], status="error: x"))], "did not run"),
+        ([(tmp_path / "none", runs[0][1])], "no tcprl.json"),
+        ([runs[0], (runs[1][0], _results(tmp_path / "s.csv", [0.0]))], "different numbers"),
+        ([(runs[0][0], _results(tmp_path / "n.csv", []))], "no selector-tcprl flow"),
+    ]
+    for args, says in bad:
+        with pytest.raises(ValueError, match=says):
+            pick.pick(args, tmp_path / "out2")

@@ -1,7 +1,9 @@
 """`python -m ccp_suite.tcprl train --out DIR [options]`: trains TCP-RL's policy (A2C) and its
 change detector on `ccp/Select-v0`, exports both to ONNX with the sidecar the selector's
 `tcprl` policy reads, and writes `training.json` (config, seed, curve, wall time, the DNC's
-held-out scores) beside them. `make tcprl-model` runs it with the shipped model's settings.
+held-out scores) beside them. `python -m ccp_suite.tcprl pick --out DIR MODEL:RESULTS ...` keeps
+the model with the best validation score (`pick.py`). `make tcprl-model` trains several seeds
+with the shipped model's settings and picks one.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from . import a2c, dnc, export
+from . import a2c, dnc, export, pick
 
 
 def train_dnc(cfg: a2c.Config, conditions: int, episodes: int):
@@ -122,7 +124,22 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--dnc-episodes", type=int, default=2)
     r = sub.add_parser("dnc", help="retrain only the DNC of a trained model in --out (same seed, same data)")
     r.add_argument("--out", required=True, type=pathlib.Path)
+    p = sub.add_parser("pick", help="copy the model with the best validation score into --out (pick.py)")
+    p.add_argument("--out", required=True, type=pathlib.Path)
+    p.add_argument("runs", nargs="+", help="MODEL_DIR:VALIDATION_RESULTS_CSV, one per trained model")
     a = ap.parse_args(argv)
+    if a.cmd == "pick":
+        try:
+            runs = [tuple(pathlib.Path(x) for x in r.rsplit(":", 1)) for r in a.runs]
+            if any(len(r) != 2 for r in runs):
+                raise ValueError("each run is MODEL_DIR:VALIDATION_RESULTS_CSV")
+            sel = pick.pick(runs, a.out)
+        except (OSError, ValueError) as e:
+            sys.exit(f"pick: {e}")
+        for r in sel["runs"]:
+            print(f"{r['mean_score']:+.4f} over {r['flows']} flows: {r['model']}")
+        print(f"kept {sel['chosen']} in {a.out}", file=sys.stderr)
+        return
     if a.cmd == "dnc":
         summary = json.loads((a.out / "training.json").read_text())
         cfg = a2c.Config(**summary["config"])
