@@ -120,6 +120,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     t.add_argument("--oversample-unit", type=float, default=0.1, help="headroom (ln units) worth one more draw")
     t.add_argument("--oversample-cap", type=int, default=4, help="at most this many more draws per condition")
+    t.add_argument(
+        "--path-change",
+        choices=["on", "off"],
+        default="on" if d.path_change else "off",
+        help="the environments' path-change detection (the selector re-seats on a longer path)",
+    )
     t.add_argument("--dnc-conditions", type=int, default=40, help="0: no DNC")
     t.add_argument("--dnc-episodes", type=int, default=2)
     r = sub.add_parser("dnc", help="retrain only the DNC of a trained model in --out (same seed, same data)")
@@ -217,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
         swap_cost=a.swap_cost,
         beta_start=a.beta_start,
         init=a.init,
+        path_change=a.path_change == "on",
     )
 
     def log(point):

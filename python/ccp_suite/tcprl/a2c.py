@@ -85,6 +85,9 @@ class Config:
     # A model written by `export.write` (its `tcprl.json`) whose policy is the starting point
     # instead of fresh weights (same candidates and observation); None: fresh weights.
     init: str | None = None
+    # The environments' path-change detection (`SelectEnv.path_change`): the selector re-seats
+    # the active candidate on a longer path, as it does when the model runs.
+    path_change: bool = True
     extra: dict = field(default_factory=dict)
 
     def beta(self, it: int) -> float:
@@ -114,6 +117,7 @@ def make_env(cfg: Config, **overrides):
         initial="random",
         oracle=cfg.oracle,
         swap_cost=cfg.swap_cost,
+        path_change=cfg.path_change,
     )
     kw.update(overrides)
     return SelectEnv(**kw)
