@@ -133,23 +133,27 @@ phases = [{ at_s = 3, bw_mbps = 50, rtt_ms = 40 }]
 """
 
 
+def throughput_after_change(env) -> float:
+    """Mean throughput of `env`'s flow on `LONGER` after 4.5 s, always on action 0."""
+    env.reset(seed=1)
+    tput = []
+    done = False
+    while not done:
+        _, _, term, trunc, info = env.step(0)
+        done = term or trunc
+        if info["time_s"] > 4.5 and not done:
+            tput.append(info["throughput_mbps"])
+    return float(np.mean(tput))
+
+
 def test_select_reseats_copa_after_a_longer_path_unless_told_not_to(tmp_path: pathlib.Path) -> None:
     p = tmp_path / "longer.toml"
     p.write_text(LONGER)
 
     def after_change(path_change: bool) -> float:
-        env = SelectEnv(
-            scenario=str(p), step_s=0.5, initial="copa", candidates=["copa", "bbr"], path_change=path_change
+        return throughput_after_change(
+            SelectEnv(scenario=str(p), step_s=0.5, initial="copa", candidates=["copa", "bbr"], path_change=path_change)
         )
-        _, info = env.reset(seed=1)
-        tput = []
-        done = False
-        while not done:
-            _, _, term, trunc, info = env.step(0)
-            done = term or trunc
-            if info["time_s"] > 4.5 and not done:
-                tput.append(info["throughput_mbps"])
-        return float(np.mean(tput))
 
     # The path goes from 20 Mbit/s, 20 ms to 50 Mbit/s, 40 ms at 3 s. Re-seated, Copa takes the
     # new rate within about a second; blind, it keeps reading 20 ms of queue for 10 s.

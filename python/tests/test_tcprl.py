@@ -309,22 +309,14 @@ def test_pick_keeps_the_model_with_the_best_validation_score(tmp_path: pathlib.P
 
 
 def test_training_environments_take_the_path_change_setting(tmp_path: pathlib.Path) -> None:
-    from test_gym import LONGER
+    from test_gym import LONGER, throughput_after_change
 
     p = tmp_path / "longer.toml"
     p.write_text(LONGER)
 
     def after_change(path_change: bool) -> float:
         cfg = a2c.Config(scenario=str(p), step_s=0.5, duration_s=7.0, candidates=["copa", "bbr"], path_change=path_change)
-        env = a2c.make_env(cfg, initial="copa")
-        env.reset(seed=1)
-        tput, done = [], False
-        while not done:
-            _, _, term, trunc, info = env.step(0)
-            done = term or trunc
-            if info["time_s"] > 4.5 and not done:
-                tput.append(info["throughput_mbps"])
-        return float(np.mean(tput))
+        return throughput_after_change(a2c.make_env(cfg, initial="copa"))
 
     # As in test_gym: re-seated after the longer path, Copa takes the new rate; blind, it does not.
     assert a2c.Config().path_change
