@@ -55,7 +55,7 @@ use std::collections::VecDeque;
 
 use crate::api::{Algorithm, AlgorithmConfig, Control, FlowStart, Handoff, Measurement, Pacing};
 use crate::programs::{PER_HALF_RTT, PER_RTT_URGENT, ProgramSpec};
-use crate::rtt::RttEstimator;
+use crate::rtt::{MinWindow, RttEstimator};
 
 /// §2.1: the default `delta`.
 pub const DELTA: f64 = 0.5;
@@ -165,37 +165,6 @@ impl AlgorithmConfig for CopaConfig {
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
         Box::new(Copa::new(*self, start))
-    }
-}
-
-/// Windowed minimum over time, µs (a monotone deque: exact).
-#[derive(Debug, Clone, Default)]
-pub struct MinWindow {
-    samples: VecDeque<(u64, u64)>,
-}
-
-impl MinWindow {
-    /// Takes `value` at `now_us` and forgets samples older than `window_us`.
-    pub fn update(&mut self, now_us: u64, value: u64, window_us: u64) {
-        if value > 0 {
-            while self.samples.back().is_some_and(|&(_, v)| v >= value) {
-                self.samples.pop_back();
-            }
-            self.samples.push_back((now_us, value));
-        }
-        while self.samples.len() > 1
-            && self
-                .samples
-                .front()
-                .is_some_and(|&(t, _)| t.saturating_add(window_us) < now_us)
-        {
-            self.samples.pop_front();
-        }
-    }
-
-    /// The minimum, µs (0: none).
-    pub fn get(&self) -> u64 {
-        self.samples.front().map_or(0, |&(_, v)| v)
     }
 }
 

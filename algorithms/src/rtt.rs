@@ -1,4 +1,7 @@
-//! RTT bookkeeping shared by the algorithms: RFC 6298's smoothed RTT and the minimum RTT.
+//! RTT bookkeeping shared by the algorithms: RFC 6298's smoothed RTT, the minimum RTT and a
+//! minimum over a time window.
+
+use std::collections::VecDeque;
 
 /// A running minimum (`current_us`, 0: none yet) lowered by the non-zero `samples` (0: no
 /// sample).
@@ -7,6 +10,37 @@ pub fn lower_min(current_us: u64, samples: impl IntoIterator<Item = u64>) -> u64
         .into_iter()
         .filter(|s| *s > 0)
         .fold(current_us, |m, s| if m == 0 || s < m { s } else { m })
+}
+
+/// Windowed minimum over time, µs (a monotone deque: exact).
+#[derive(Debug, Clone, Default)]
+pub struct MinWindow {
+    samples: VecDeque<(u64, u64)>,
+}
+
+impl MinWindow {
+    /// Takes `value` at `now_us` and forgets samples older than `window_us`.
+    pub fn update(&mut self, now_us: u64, value: u64, window_us: u64) {
+        if value > 0 {
+            while self.samples.back().is_some_and(|&(_, v)| v >= value) {
+                self.samples.pop_back();
+            }
+            self.samples.push_back((now_us, value));
+        }
+        while self.samples.len() > 1
+            && self
+                .samples
+                .front()
+                .is_some_and(|&(t, _)| t.saturating_add(window_us) < now_us)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// The minimum, µs (0: none).
+    pub fn get(&self) -> u64 {
+        self.samples.front().map_or(0, |&(_, v)| v)
+    }
 }
 
 /// Smoothed RTT (RFC 6298 §2, gain 1/8) and the flow's minimum RTT, µs.

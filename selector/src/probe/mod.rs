@@ -152,7 +152,7 @@ impl Probe {
             stats: ProbeStats::new(ctx.mss_bytes),
             chosen: None,
             watcher: None,
-            watched_to: None,
+            afresh_to: None,
             stage: None,
             features: Vec::new(),
             scores: Vec::new(),
@@ -172,9 +172,10 @@ pub struct ProbePolicy {
     window: ProbeWindow,
     stats: ProbeStats,
     chosen: Option<usize>,
-    watcher: Option<Watcher>,
-    /// The watch's target once it fired, and whether the move is made afresh.
-    watched_to: Option<(usize, bool)>,
+    /// The competition watch and its target's index, until it fires.
+    watcher: Option<(Watcher, usize)>,
+    /// The watch's target once it fired with a move made afresh.
+    afresh_to: Option<usize>,
     stage: Option<trial::Stage>,
     features: Vec<f64>,
     scores: Vec<f64>,
@@ -204,26 +205,26 @@ impl ProbePolicy {
         if let ProbeChoice::Predict { watch: Some(w), .. } = &self.choice
             && chosen == self.initial
             && self.mode == Mode::Default
-            && self.names.iter().any(|n| *n == w.target)
-            && self.names.get(chosen).is_some_and(|n| *n != w.target)
+            && let Some(target) = self.names.iter().position(|n| *n == w.target)
+            && target != chosen
         {
-            self.watcher = Some(Watcher::new(w.clone(), self.stats.min_rtt_us()));
+            self.watcher = Some((Watcher::new(w.clone(), self.stats.min_rtt_us()), target));
         }
     }
 
     /// The candidate for good once chosen: `chosen`, or the watch's target once it fired.
     fn watched(&mut self, chosen: usize, f: &Features<'_>) -> usize {
-        let Some(w) = self.watcher.as_mut() else {
+        let Some((w, target)) = self.watcher.as_mut() else {
             return chosen;
         };
-        if w.push(f.measurement, f.now_us)
-            && let Some(t) = self.names.iter().position(|n| *n == w.target())
-        {
-            self.chosen = Some(t);
-            self.watched_to = Some((t, w.afresh()));
-            return t;
+        if !w.push(f.measurement, f.now_us) {
+            return chosen;
         }
-        chosen
+        let target = *target;
+        self.afresh_to = w.afresh().then_some(target);
+        self.watcher = None;
+        self.chosen = Some(target);
+        target
     }
 
     /// The trial a proposed switch runs (`None`: it is kept at once).
@@ -335,7 +336,7 @@ impl SelectionPolicy for ProbePolicy {
     }
 
     fn afresh(&self, to: usize) -> bool {
-        self.watched_to == Some((to, true))
+        self.afresh_to == Some(to)
     }
 
     fn explain(&self) -> Option<Explanation> {

@@ -12,10 +12,8 @@
 //!
 //! Left out: telling a BBR competitor from a Cubic one (the target is one candidate for both).
 
-use std::collections::VecDeque;
-
 use ccp_algorithms::Measurement;
-use ccp_algorithms::rtt::lower_min;
+use ccp_algorithms::rtt::{MinWindow, lower_min};
 use serde::{Deserialize, Serialize};
 
 /// When the watch fires and where it moves the flow.
@@ -107,8 +105,8 @@ pub struct Watcher {
     watch: Watch,
     min_rtt_us: u64,
     since_us: Option<u64>,
-    /// (report time, the report's smallest RTT sample), newest last, over the window.
-    recent: VecDeque<(u64, u64)>,
+    /// The lowest RTT sample over the window.
+    recent: MinWindow,
     fired: bool,
 }
 
@@ -119,7 +117,7 @@ impl Watcher {
             watch,
             min_rtt_us,
             since_us: None,
-            recent: VecDeque::new(),
+            recent: MinWindow::default(),
             fired: false,
         }
     }
@@ -147,22 +145,12 @@ impl Watcher {
         let sample = lower_min(0, [m.min_rtt_us, m.rtt_us]);
         self.min_rtt_us = lower_min(self.min_rtt_us, [sample]);
         let since = *self.since_us.get_or_insert(now_us);
-        if sample > 0 {
-            self.recent.push_back((now_us, sample));
-        }
         let span = self.watch.span_us(self.min_rtt_us);
-        while self
-            .recent
-            .front()
-            .is_some_and(|&(t, _)| now_us.saturating_sub(t) > span)
-        {
-            self.recent.pop_front();
-        }
+        self.recent.update(now_us, sample, span);
         if self.min_rtt_us == 0 || now_us.saturating_sub(since) < span {
             return false;
         }
-        let floor = self.recent.iter().map(|&(_, s)| s).min().unwrap_or(0);
-        self.fired = floor as f64 >= self.watch.ratio * self.min_rtt_us as f64;
+        self.fired = self.recent.get() as f64 >= self.watch.ratio * self.min_rtt_us as f64;
         self.fired
     }
 }
