@@ -115,6 +115,11 @@ pub struct ProbeStats {
 }
 
 impl ProbeStats {
+    /// The flow's segment size, bytes.
+    pub fn mss_bytes(&self) -> u32 {
+        u32::try_from(self.mss_bytes).unwrap_or(u32::MAX)
+    }
+
     /// Statistics of a flow of `mss_bytes` segments.
     pub fn new(mss_bytes: u32) -> Self {
         Self {

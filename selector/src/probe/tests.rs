@@ -438,13 +438,41 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
     assert_eq!(p.chosen(), Some(1));
 }
 
-#[test]
-fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
-    let watch = Watch {
-        target: "copa".into(),
-        ..Watch::default()
-    };
-    let probe = Probe::new(
+/// A steady 50-ms path for 2 s (the probe keeps bbr), then a competitor's queue holds every RTT
+/// at 100 ms; every report acknowledges 62,500 bytes (43 packets) and loses `lost_pkts`.
+/// Returns the watch's move: (report, candidate, afresh).
+fn feed_queue(p: &mut ProbePolicy, lost_pkts: u64) -> Option<(u64, usize, bool)> {
+    let rtt = |i: u64| if i <= 40 { 50_000 } else { 100_000 };
+    let mut current = p.initial();
+    let mut moved = None;
+    for i in 1..=200 {
+        let m = Measurement {
+            now_us: 50_000 * i,
+            acked_bytes: 62_500,
+            lost_pkts: if i > 40 { lost_pkts } else { 0 },
+            rtt_us: rtt(i),
+            min_rtt_us: rtt(i),
+            ..Measurement::default()
+        };
+        let d = p.decide(&Features {
+            measurement: &m,
+            current,
+            candidates: &NAMES,
+            now_us: m.now_us,
+            srtt_us: rtt(i),
+            reports: i,
+        });
+        if let Decision::SwitchTo(k) = d {
+            assert!(moved.is_none(), "one move, report {i}");
+            moved = Some((i, k, p.afresh(k)));
+            current = k;
+        }
+    }
+    moved
+}
+
+fn watching(watch: Watch) -> Arc<Probe> {
+    Probe::new(
         ProbeChoice::Predict {
             models: one_second_models(),
             margin: DEFAULT_MARGIN,
@@ -452,41 +480,19 @@ fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
             watch: Some(watch),
         },
         HashMap::from([(5001, Mode::Delay)]),
-    );
-    // A steady 50-ms path for 2 s (the probe keeps bbr), then a competitor's queue holds
-    // every RTT at 100 ms.
-    let rtt = |i: u64| if i <= 40 { 50_000 } else { 100_000 };
-    let feed = |p: &mut ProbePolicy| {
-        let mut current = p.initial();
-        let mut moved = None;
-        for i in 1..=200 {
-            let m = Measurement {
-                now_us: 50_000 * i,
-                acked_bytes: 62_500,
-                rtt_us: rtt(i),
-                min_rtt_us: rtt(i),
-                ..Measurement::default()
-            };
-            let d = p.decide(&Features {
-                measurement: &m,
-                current,
-                candidates: &NAMES,
-                now_us: m.now_us,
-                srtt_us: rtt(i),
-                reports: i,
-            });
-            if let Decision::SwitchTo(k) = d {
-                assert!(moved.is_none(), "one move, report {i}");
-                moved = Some((i, k, p.afresh(k)));
-                current = k;
-            }
-        }
-        moved
-    };
+    )
+}
+
+#[test]
+fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
+    let probe = watching(Watch {
+        target: "copa".into(),
+        ..Watch::default()
+    });
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     // The queue rises at report 41 (2.05 s); the watch has run since the probe ended at
     // report 21 and needs 3 s of it without a drained sample: report 101 (5.05 s).
-    assert_eq!(feed(&mut p), Some((101, 1, true)));
+    assert_eq!(feed_queue(&mut p, 0), Some((101, 1, true)));
     assert_eq!(p.chosen(), Some(1));
     assert!(!p.afresh(2), "only the watch's own move is made afresh");
 
@@ -496,5 +502,23 @@ fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
         ..FlowContext::for_candidates(&NAMES)
     };
     let mut p = probe.policy(&ctx);
-    assert_eq!(feed(&mut p), None);
+    assert_eq!(feed_queue(&mut p, 0), None);
+}
+
+#[test]
+fn the_deployed_watch_moves_only_when_the_queue_also_overflows() {
+    assert_eq!(default_watch(), Some(Watch::overflowing_queue()));
+    let probe = watching(Watch {
+        target: "copa".into(),
+        ..Watch::overflowing_queue()
+    });
+    // 4 packets lost of 47 a report (8.5 %): a queue that overflows steadily. Its window is
+    // 2 s, so the move comes 2 s after the queue rose (report 41): report 81.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue(&mut p, 4), Some((81, 1, true)));
+    // The same queue without losses (or with 1 of 44, 2.3 %) is not an overflowing one.
+    for lost in [0, 1] {
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        assert_eq!(feed_queue(&mut p, lost), None, "{lost} lost a report");
+    }
 }

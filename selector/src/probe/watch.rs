@@ -10,7 +10,23 @@
 //! through lift the floor for a while, a long-running competitor lifts it for good), and only
 //! after the probe, whose 1.5 s often ends before a competitor has filled the queue.
 //!
-//! Left out: telling a BBR competitor from a Cubic one (the target is one candidate for both).
+//! A queue alone does not say who keeps it, and the answer differs: against BBR flows BBR is
+//! the best single candidate by 0.5-1.6 (ln units of the friendly score), against Cubic flows
+//! ARC or a loss-based candidate, and moving a flow into Cubic flows mid-flow in a deep buffer
+//! loses share (`docs/selector.md`). So the watch can also ask for **losses** over the same
+//! window ([`Watch::min_loss`]): a queue that stays up and overflows steadily is kept by a
+//! sender that does not back off on loss, as BBR v1 does not (Cardwell et al., ACM Queue 2016:
+//! its window is 2 BDP of its own estimate, whatever is lost; Hock, Bless and Zitterbart,
+//! ICNP 2017, measured the resulting loss rates in shallow buffers), while a Cubic flow cuts its
+//! window by 30 % after each overflow and its losses come in bursts seconds apart. [`Watch::overflowing_queue`] is that watch, and the one deployed
+//! ([`super::default_watch`]).
+//!
+//! Left out: BBR competitors in buffers deep enough to hold their 2 BDP (no loss, so the watch
+//! cannot tell them from Cubic flows); their sign is BBR's `ProbeRTT`, a drain every 10 s, which
+//! a queue-and-drain rule tried on the training traces could not tell from the drains of a
+//! delay-based flow on cellular and long WAN paths.
+
+use std::collections::VecDeque;
 
 use ccp_algorithms::Measurement;
 use ccp_algorithms::rtt::{MinWindow, lower_min};
@@ -31,6 +47,12 @@ pub struct Watch {
     /// Hand over to the target as in a first slow start ([`crate::SelectionPolicy::afresh`]):
     /// a rate-based target seeded with the starved rate the competitors left would stay there.
     pub afresh: bool,
+    /// ... and over the same window at least this share of the flow's packets lost (lost /
+    /// (lost + acknowledged); 0: no loss test). A queue that stays up *and* overflows steadily
+    /// is a competitor that does not back off on loss (BBR), where a loss-based one (Cubic)
+    /// cuts its window after each overflow.
+    #[serde(default)]
+    pub min_loss: f64,
 }
 
 impl Default for Watch {
@@ -41,11 +63,29 @@ impl Default for Watch {
             ratio: 1.3,
             target: "bbr".into(),
             afresh: true,
+            min_loss: 0.0,
         }
     }
 }
 
 impl Watch {
+    /// The deployed watch: every RTT sample of the last 2 s and 30 RTTs at least 1.05x the
+    /// flow's minimum and at least 4 % of its packets lost over that window; the flow moves to
+    /// BBR afresh. Chosen on the training and validation sets (`docs/selector.md`): a 1.3x
+    /// queue misses shallow buffers (0.3-1 BDP, a queue of at most 1.3-2x), and 4 % separates
+    /// them there (BBR competitors: 6.6-36 % of Copa's packets lost in the 3 s after the probe;
+    /// Cubic competitors: at most 3 %).
+    pub fn overflowing_queue() -> Self {
+        Self {
+            window_ms: 2_000,
+            window_rtts: 30,
+            ratio: 1.05,
+            target: "bbr".into(),
+            afresh: true,
+            min_loss: 0.04,
+        }
+    }
+
     /// Checks the parameters (a clear message for a config file or an environment variable).
     pub fn validate(&self) -> Result<(), String> {
         if !(self.ratio.is_finite() && self.ratio > 1.0) {
@@ -60,22 +100,41 @@ impl Watch {
         if self.target.is_empty() {
             return Err("watch target must name a candidate".into());
         }
+        if !(self.min_loss.is_finite() && (0.0..1.0).contains(&self.min_loss)) {
+            return Err(format!(
+                "watch loss share must be a number in [0, 1), got {}",
+                self.min_loss
+            ));
+        }
         Ok(())
     }
 
-    /// Parses `<ratio>,<window ms>,<window RTTs>,<target>[,kept]` (`kept`: the target continues
-    /// from the handed-over rate instead of afresh) and checks it.
+    /// Parses `<ratio>,<window ms>,<window RTTs>,<target>[,kept][,loss=<share>]` (`kept`: the
+    /// target continues from the handed-over rate instead of afresh; `loss`: [`Self::min_loss`])
+    /// and checks it.
     pub fn parse(spec: &str) -> Result<Self, String> {
         let parts: Vec<&str> = spec.split(',').map(str::trim).collect();
-        let (ratio, window_ms, window_rtts, target, afresh) = match parts.as_slice() {
-            [ratio, ms, rtts, target] => (ratio, ms, rtts, target, true),
-            [ratio, ms, rtts, target, "kept"] => (ratio, ms, rtts, target, false),
-            _ => {
-                return Err(format!(
-                    "expected <ratio>,<ms>,<rtts>,<target>[,kept], got {spec:?}"
-                ));
-            }
+        let expected =
+            || format!("expected <ratio>,<ms>,<rtts>,<target>[,kept][,loss=<share>], got {spec:?}");
+        let [ratio, window_ms, window_rtts, target, rest @ ..] = parts.as_slice() else {
+            return Err(expected());
         };
+        let mut afresh = true;
+        let mut min_loss = 0.0;
+        let mut seen = (false, false);
+        for option in rest {
+            if *option == "kept" && !seen.0 {
+                afresh = false;
+                seen.0 = true;
+            } else if let Some(v) = option.strip_prefix("loss=").filter(|_| !seen.1) {
+                min_loss = v
+                    .parse()
+                    .map_err(|e| format!("watch loss share {v:?}: {e}"))?;
+                seen.1 = true;
+            } else {
+                return Err(expected());
+            }
+        }
         let watch = Self {
             ratio: ratio
                 .parse()
@@ -88,6 +147,7 @@ impl Watch {
                 .map_err(|e| format!("watch window {window_rtts:?} RTTs: {e}"))?,
             target: (*target).to_string(),
             afresh,
+            min_loss,
         };
         watch.validate().map(|()| watch)
     }
@@ -104,20 +164,31 @@ impl Watch {
 pub struct Watcher {
     watch: Watch,
     min_rtt_us: u64,
+    mss_bytes: u64,
     since_us: Option<u64>,
     /// The lowest RTT sample over the window.
     recent: MinWindow,
+    /// The window's reports (time, packets lost, bytes acknowledged), with their sums, when
+    /// the watch has a loss test.
+    losses: VecDeque<(u64, u64, u64)>,
+    lost_pkts: u64,
+    acked_bytes: u64,
     fired: bool,
 }
 
 impl Watcher {
-    /// A watch for a flow whose minimum RTT so far is `min_rtt_us` (0: none yet).
-    pub fn new(watch: Watch, min_rtt_us: u64) -> Self {
+    /// A watch for a flow of `mss_bytes` segments whose minimum RTT so far is `min_rtt_us`
+    /// (0: none yet).
+    pub fn new(watch: Watch, min_rtt_us: u64, mss_bytes: u32) -> Self {
         Self {
             watch,
             min_rtt_us,
+            mss_bytes: u64::from(mss_bytes.max(1)),
             since_us: None,
             recent: MinWindow::default(),
+            losses: VecDeque::new(),
+            lost_pkts: 0,
+            acked_bytes: 0,
             fired: false,
         }
     }
@@ -137,7 +208,8 @@ impl Watcher {
         self.fired
     }
 
-    /// Adds one report; true (once) when the queue has stayed up for the whole window.
+    /// Adds one report; true (once) when the queue has stayed up for the whole window (and,
+    /// with a loss test, the window lost at least its share of packets).
     pub fn push(&mut self, m: &Measurement, now_us: u64) -> bool {
         if self.fired {
             return false;
@@ -147,11 +219,41 @@ impl Watcher {
         let since = *self.since_us.get_or_insert(now_us);
         let span = self.watch.span_us(self.min_rtt_us);
         self.recent.update(now_us, sample, span);
+        if self.watch.min_loss > 0.0 {
+            self.count_losses(m, now_us, span);
+        }
         if self.min_rtt_us == 0 || now_us.saturating_sub(since) < span {
             return false;
         }
-        self.fired = self.recent.get() as f64 >= self.watch.ratio * self.min_rtt_us as f64;
+        self.fired = self.recent.get() as f64 >= self.watch.ratio * self.min_rtt_us as f64
+            && self.loss_share() >= self.watch.min_loss;
         self.fired
+    }
+
+    /// Adds a report's losses and acknowledged bytes and drops reports older than `span_us`.
+    fn count_losses(&mut self, m: &Measurement, now_us: u64, span_us: u64) {
+        self.losses.push_back((now_us, m.lost_pkts, m.acked_bytes));
+        self.lost_pkts = self.lost_pkts.saturating_add(m.lost_pkts);
+        self.acked_bytes = self.acked_bytes.saturating_add(m.acked_bytes);
+        while let Some(&(t, lost, acked)) = self.losses.front() {
+            if now_us.saturating_sub(t) <= span_us {
+                break;
+            }
+            self.losses.pop_front();
+            self.lost_pkts -= lost;
+            self.acked_bytes -= acked;
+        }
+    }
+
+    /// The window's lost packets over lost and acknowledged ones (0 without a loss test).
+    fn loss_share(&self) -> f64 {
+        let lost = self.lost_pkts as f64;
+        let acked = (self.acked_bytes / self.mss_bytes) as f64;
+        if lost > 0.0 {
+            lost / (lost + acked)
+        } else {
+            0.0
+        }
     }
 }
 
@@ -180,7 +282,7 @@ mod tests {
 
     #[test]
     fn a_queue_that_stays_up_fires_once_after_the_window() {
-        let mut w = Watcher::new(Watch::default(), 20_000);
+        let mut w = Watcher::new(Watch::default(), 20_000, 1_448);
         // 20-ms path, a competitor keeps 30 ms of queue.
         let at = run(&mut w, |_| 50_000, 10_000_000).expect("fires");
         assert_eq!(at, 3_000_000);
@@ -191,7 +293,7 @@ mod tests {
 
     #[test]
     fn a_queue_that_drains_now_and_then_does_not_fire() {
-        let mut w = Watcher::new(Watch::default(), 20_000);
+        let mut w = Watcher::new(Watch::default(), 20_000, 1_448);
         // Drains to the floor for one report a second.
         let fired = run(
             &mut w,
@@ -204,15 +306,95 @@ mod tests {
     #[test]
     fn the_window_is_at_least_its_rtts() {
         // 200-ms path: 30 RTTs = 6 s.
-        let mut w = Watcher::new(Watch::default(), 200_000);
+        let mut w = Watcher::new(Watch::default(), 200_000, 1_448);
         let at = run(&mut w, |_| 400_000, 20_000_000).expect("fires");
         assert_eq!(at, 6_000_000);
     }
 
     #[test]
     fn a_small_rise_does_not_fire() {
-        let mut w = Watcher::new(Watch::default(), 20_000);
+        let mut w = Watcher::new(Watch::default(), 20_000, 1_448);
         assert_eq!(run(&mut w, |_| 25_000, 20_000_000), None);
+    }
+
+    /// A 20-ms path, a report every 20 ms acknowledging 10 packets, with the RTT and the
+    /// packets lost given per report time.
+    fn run_lossy(
+        w: &mut Watcher,
+        rtt_lost: impl Fn(u64) -> (u64, u64),
+        until_us: u64,
+    ) -> Option<u64> {
+        let mut t = 0;
+        while t <= until_us {
+            let (rtt_us, lost_pkts) = rtt_lost(t);
+            let m = Measurement {
+                rtt_us,
+                min_rtt_us: rtt_us,
+                acked_bytes: 10 * 1_448,
+                lost_pkts,
+                ..Measurement::default()
+            };
+            if w.push(&m, t) {
+                return Some(t);
+            }
+            t += 20_000;
+        }
+        None
+    }
+
+    fn loss_watch() -> Watch {
+        Watch::parse("1.1,2000,30,bbr,loss=0.04").expect("a valid spec")
+    }
+
+    #[test]
+    fn with_a_loss_test_a_queue_that_overflows_steadily_fires() {
+        // 5 ms of queue, one packet in eleven lost all along (9 %).
+        let mut w = Watcher::new(loss_watch(), 20_000, 1_448);
+        assert_eq!(
+            run_lossy(&mut w, |_| (25_000, 1), 10_000_000),
+            Some(2_000_000)
+        );
+    }
+
+    #[test]
+    fn with_a_loss_test_a_standing_queue_without_losses_does_not_fire() {
+        let mut w = Watcher::new(loss_watch(), 20_000, 1_448);
+        assert_eq!(run_lossy(&mut w, |_| (25_000, 0), 10_000_000), None);
+        // The same queue with a loss burst every two seconds (a loss-based competitor backing
+        // off after each overflow): 5 packets in 1,000, under the 4 %.
+        let mut w = Watcher::new(loss_watch(), 20_000, 1_448);
+        let burst = |t: u64| (25_000, if t.is_multiple_of(2_000_000) { 5 } else { 0 });
+        assert_eq!(run_lossy(&mut w, burst, 10_000_000), None);
+        // A lossy path without a queue (random loss) does not fire either.
+        let mut w = Watcher::new(loss_watch(), 20_000, 1_448);
+        assert_eq!(run_lossy(&mut w, |_| (20_500, 1), 10_000_000), None);
+    }
+
+    #[test]
+    fn losses_older_than_the_window_do_not_count() {
+        // Drained and losing 5 packets a report for the first second, then a standing queue
+        // without losses: once the queue has stayed up for a whole window (at 3 s), the
+        // losses have left it. Counted since the start they would be 250 of 1,750 packets.
+        let mut w = Watcher::new(loss_watch(), 20_000, 1_448);
+        let early = |t: u64| {
+            if t < 1_000_000 {
+                (21_000, 5)
+            } else {
+                (25_000, 0)
+            }
+        };
+        assert_eq!(run_lossy(&mut w, early, 10_000_000), None);
+        // The other way round (drained and clean, then a lossy standing queue), it fires as
+        // soon as one whole window is queue: at 3 s.
+        let mut w = Watcher::new(loss_watch(), 20_000, 1_448);
+        let late = |t: u64| {
+            if t < 1_000_000 {
+                (21_000, 0)
+            } else {
+                (25_000, 5)
+            }
+        };
+        assert_eq!(run_lossy(&mut w, late, 10_000_000), Some(3_000_000));
     }
 
     #[test]
@@ -235,6 +417,14 @@ mod tests {
                 target: String::new(),
                 ..Watch::default()
             },
+            Watch {
+                min_loss: 1.0,
+                ..Watch::default()
+            },
+            Watch {
+                min_loss: f64::NAN,
+                ..Watch::default()
+            },
         ] {
             assert!(w.validate().is_err(), "{w:?}");
         }
@@ -251,9 +441,15 @@ mod tests {
                 window_rtts: 20,
                 target: "arc".into(),
                 afresh: true,
+                min_loss: 0.0,
             }
         );
         assert!(!Watch::parse("1.3,3000,30,bbr,kept").unwrap().afresh);
+        let w = Watch::parse("1.05,2000,30,bbr,loss=0.04").unwrap();
+        assert!(w.afresh);
+        assert!((w.min_loss - 0.04).abs() < 1e-12);
+        let w = Watch::parse("1.05,2000,30,bbr,loss=0.04,kept").unwrap();
+        assert!(!w.afresh && w.min_loss > 0.0);
         for (bad, says) in [
             ("1.3,3000,30", "expected"),
             ("1.3,3000,30,bbr,again", "expected"),
@@ -262,6 +458,10 @@ mod tests {
             ("1.3,3000,1e9,bbr", "RTTs"),
             ("0.9,3000,30,bbr", "above 1"),
             ("1.3,3000,30,", "name a candidate"),
+            ("1.3,3000,30,bbr,kept,kept", "expected"),
+            ("1.3,3000,30,bbr,loss=x", "loss share"),
+            ("1.3,3000,30,bbr,loss=1", "[0, 1)"),
+            ("1.3,3000,30,bbr,loss=-0.1", "[0, 1)"),
         ] {
             let err = Watch::parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
