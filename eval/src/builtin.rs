@@ -34,6 +34,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test.toml"),
     ),
     (
+        "selection-bench-test2",
+        include_str!("../scenarios/selection-bench-test2.toml"),
+    ),
+    (
         "selection-train",
         include_str!("../scenarios/selection-train.toml"),
     ),

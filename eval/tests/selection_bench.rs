@@ -182,14 +182,18 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 }
 
 /// The training, validation and test sets: disjoint seeds, the same classes, no path of one in
-/// another, and no second of a recorded trace in two of them.
+/// another, and no second of a recorded trace in two of them. The second test set
+/// (`selection-bench-test2`, drawn later to hold out choices the first one had informed) shares
+/// nothing with the training and validation sets either, and no seed or path with the first
+/// test set; its trace segments come from the same held-out quarter as the first's.
 #[test]
-fn the_three_sets_share_no_path_seed_or_trace_second() {
+fn the_sets_share_no_path_seed_or_trace_second() {
     let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
-    let (train, val, test) = (
+    let (train, val, test, test2) = (
         load("selection-train"),
         load("selection-bench"),
         load("selection-bench-test"),
+        load("selection-bench-test2"),
     );
     let classes = |s: &Scenario| {
         let mut m: BTreeMap<String, usize> = BTreeMap::new();
@@ -203,14 +207,15 @@ fn the_three_sets_share_no_path_seed_or_trace_second() {
         classes(&test),
         "the same classes, as many conditions"
     );
+    assert_eq!(classes(&val), classes(&test2));
     assert_eq!(classes(&val).len(), 6);
     assert!(classes(&val).values().all(|&n| n >= 10));
     assert_eq!(
         classes(&train).keys().collect::<Vec<_>>(),
         classes(&val).keys().collect::<Vec<_>>()
     );
-    assert!(val.seeds.len() >= 3 && test.seeds.len() >= 3);
-    let sets = [&train, &val, &test];
+    assert!(val.seeds.len() >= 3 && test.seeds.len() >= 3 && test2.seeds.len() >= 3);
+    let sets = [&train, &val, &test, &test2];
     for (i, a) in sets.iter().enumerate() {
         for b in &sets[i + 1..] {
             assert!(
@@ -264,7 +269,11 @@ fn the_three_sets_share_no_path_seed_or_trace_second() {
         "every set replays traces"
     );
     for (i, a) in all.iter().enumerate() {
-        for b in &all[i + 1..] {
+        for (j, b) in all.iter().enumerate().skip(i + 1) {
+            if (i, j) == (2, 3) {
+                // The two test sets: both held out, drawn from the same quarter.
+                continue;
+            }
             for (f, lo, hi) in b {
                 for (g, lo2, hi2) in a {
                     assert!(

@@ -296,6 +296,39 @@ fn a_forced_flow_records_its_probe_and_switches_to_its_target() {
 }
 
 #[test]
+fn a_delay_sensitive_flow_keeps_its_start_whatever_the_models_predict() {
+    let probe = Probe::new(
+        ProbeChoice::Predict {
+            models: one_second_models(),
+            margin: DEFAULT_MARGIN,
+            trial: None,
+            watch: None,
+        },
+        HashMap::from([(5001, Mode::Delay)]),
+    );
+    let ctx = FlowContext {
+        dst_port: 5001,
+        ..FlowContext::for_candidates(&NAMES)
+    };
+    // The variable path on which a default-mode flow moves to Copa (predicted +0.3); the
+    // delay-mode models predict +0.6 for it.
+    let mut p = probe.policy(&ctx);
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.5);
+    assert!(
+        !d.iter().any(|d| matches!(d, Decision::SwitchTo(_))),
+        "{d:?}"
+    );
+    assert_eq!(p.chosen(), Some(0), "chose its start");
+    let e = p.explain().unwrap();
+    assert!(
+        e.scores[1] - e.scores[0] > 0.4,
+        "still scored: {:?}",
+        e.scores
+    );
+}
+
+#[test]
 fn the_preference_mode_comes_from_the_port() {
     let models = Arc::new(
         ProbeModels::train(&samples(400), ProbeWindow::default(), {
