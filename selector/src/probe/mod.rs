@@ -8,9 +8,12 @@
 //! When the probe window ends (1.5 s and 10 minimum RTTs by default, stored with the models),
 //! one regressor per other candidate ([`model`]) predicts the gain in the flow's score from
 //! switching to it now over staying; the flow switches to the largest predicted gain if it
-//! exceeds a margin, and keeps its choice to the end. One decision per flow: at most one
-//! swap, and a flow that ends within its probe never swaps. Optionally ([`trial`], off by
-//! default) the flow measures the proposal against its start before keeping it.
+//! exceeds a margin, and keeps its choice to the end; delay-sensitive flows keep their start
+//! ([`SWITCHING_MODES`]). A default-mode flow that kept its start runs the competition watch
+//! ([`watch`]) for the rest of the flow and moves once to BBR when its queue stays up and
+//! overflows. So the policy swaps at most once per flow, and not at all in a flow that ends
+//! within its probe. Optionally ([`trial`], off by default) the flow measures the proposal
+//! against its start before keeping it, and goes back if it measured worse (a second swap).
 //!
 //! What it takes from the literature and what it changes:
 //! - from Antelope (`PAPERS.md` §2): per-candidate gradient-boosted regressors and the
