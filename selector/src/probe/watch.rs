@@ -241,8 +241,9 @@ impl Watcher {
                 break;
             }
             self.losses.pop_front();
-            self.lost_pkts -= lost;
-            self.acked_bytes -= acked;
+            // Saturating both ways: a datapath's absurd counts must not wrap the sums.
+            self.lost_pkts = self.lost_pkts.saturating_sub(lost);
+            self.acked_bytes = self.acked_bytes.saturating_sub(acked);
         }
     }
 
@@ -396,6 +397,23 @@ mod tests {
             }
         };
         assert_eq!(run_lossy(&mut w, late, 10_000_000), Some(3_000_000));
+    }
+
+    #[test]
+    fn absurd_counts_from_a_datapath_neither_panic_nor_stick() {
+        // Drained reports losing u64::MAX packets each (a broken or hostile datapath), then a
+        // standing queue without losses: the sums saturate instead of wrapping, and once the
+        // absurd reports have left the window nothing of them is counted.
+        let mut w = Watcher::new(loss_watch(), 20_000, 1_448);
+        let absurd = |t: u64| {
+            if t < 100_000 {
+                (21_000, u64::MAX)
+            } else {
+                (25_000, 0)
+            }
+        };
+        assert_eq!(run_lossy(&mut w, absurd, 10_000_000), None);
+        assert_eq!(w.lost_pkts, 0);
     }
 
     #[test]
