@@ -196,10 +196,9 @@ pub fn probe_trial() -> Option<probe::Trial> {
     }
 }
 
-/// The competition watch of `selector-probe`: `$CCP_PROBE_WATCH` = `off`, `on` (the
-/// [`probe::Watch::default`]) or `<ratio>,<window ms>,<window RTTs>,<target>[,kept][,loss=<share>]` (`kept`:
-/// the target continues from the handed-over rate instead of afresh; `loss`: the window's least
-/// loss share, [`probe::Watch::min_loss`]), else
+/// The competition watch of `selector-probe`: `$CCP_PROBE_WATCH` = `off`, `on` (the queue-only
+/// [`probe::Watch::default`]) or a spec of [`probe::Watch::parse`]
+/// (`<ratio>,<window ms>,<window RTTs>,<target>[,kept][,loss=<share>]`), else
 /// [`probe::default_watch`]. A value that cannot be used is reported and ignored.
 pub fn probe_watch() -> Option<probe::Watch> {
     let Ok(value) = std::env::var("CCP_PROBE_WATCH") else {

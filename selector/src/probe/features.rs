@@ -115,9 +115,9 @@ pub struct ProbeStats {
 }
 
 impl ProbeStats {
-    /// The flow's segment size, bytes.
-    pub fn mss_bytes(&self) -> u32 {
-        u32::try_from(self.mss_bytes).unwrap_or(u32::MAX)
+    /// The flow's segment size, bytes (at least 1).
+    pub fn mss_bytes(&self) -> u64 {
+        self.mss_bytes
     }
 
     /// Statistics of a flow of `mss_bytes` segments.

@@ -180,11 +180,11 @@ pub struct Watcher {
 impl Watcher {
     /// A watch for a flow of `mss_bytes` segments whose minimum RTT so far is `min_rtt_us`
     /// (0: none yet).
-    pub fn new(watch: Watch, min_rtt_us: u64, mss_bytes: u32) -> Self {
+    pub fn new(watch: Watch, min_rtt_us: u64, mss_bytes: u64) -> Self {
         Self {
             watch,
             min_rtt_us,
-            mss_bytes: u64::from(mss_bytes.max(1)),
+            mss_bytes: mss_bytes.max(1),
             since_us: None,
             recent: MinWindow::default(),
             losses: VecDeque::new(),
