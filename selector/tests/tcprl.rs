@@ -166,11 +166,10 @@ fn bad_models_are_clear_errors() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
-/// A copy of the shipped model whose sidecar's `start` is `start` (`None`: no such field),
-/// removed when dropped.
-fn with_start(start: Option<&str>) -> tempfile::TempDir {
+/// A copy of the shipped model with `edit` applied to its sidecar, removed when dropped.
+fn with_sidecar(edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
     let tmp = tempfile::Builder::new()
-        .prefix("ccp-tcprl-start-")
+        .prefix("ccp-tcprl-side-")
         .tempdir()
         .unwrap();
     for f in ["policy.onnx", "dnc.onnx"] {
@@ -178,14 +177,120 @@ fn with_start(start: Option<&str>) -> tempfile::TempDir {
     }
     let mut side: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir().join("tcprl.json")).unwrap()).unwrap();
-    match start {
+    edit(&mut side);
+    std::fs::write(tmp.path().join("tcprl.json"), side.to_string()).unwrap();
+    tmp
+}
+
+/// A copy of the shipped model whose sidecar's `start` is `start` (`None`: no such field).
+fn with_start(start: Option<&str>) -> tempfile::TempDir {
+    with_sidecar(|side| match start {
         Some(s) => side["start"] = serde_json::json!(s),
         None => {
             side.as_object_mut().unwrap().remove("start");
         }
+    })
+}
+
+/// Drives one flow of a policy over `model` for 800 reports every 50 ms whose loss, rate (from
+/// `rate` bytes/s up) and RTT (from `rtt_us` up) vary, and returns, for each step that ended, the candidate active before it, the step's
+/// probabilities (selector order) and the decision.
+fn steps(
+    model: Arc<TcpRlModel>,
+    names: &[&'static str],
+    rate: u64,
+    rtt_us: u64,
+) -> Vec<(usize, Vec<f32>, Decision)> {
+    let mut p = TcpRlPolicy::new(model, 11);
+    let mut current = p.initial();
+    let mut out = Vec::new();
+    let mut last_probs = p.probabilities().to_vec();
+    for i in 0..800u64 {
+        let now = (i + 1) * 50_000;
+        let mut m = report(now, u64::from(i % 7 == 0) * (i % 5));
+        m.rate_incoming_bytes_per_sec = rate + (i * 7_919 % 23) * rate / 20;
+        m.acked_bytes = rate / 20;
+        m.min_rtt_us = rtt_us;
+        m.rtt_us = rtt_us + (i * 104_729 % 31) * rtt_us / 10;
+        let d = p.decide(&Features {
+            measurement: &m,
+            current,
+            candidates: names,
+            now_us: now,
+            srtt_us: 50_000,
+            reports: i + 1,
+        });
+        if p.probabilities() != last_probs.as_slice() {
+            last_probs = p.probabilities().to_vec();
+            out.push((current, last_probs.clone(), d));
+        }
+        if let Decision::SwitchTo(k) = d {
+            current = k;
+        }
     }
-    std::fs::write(tmp.path().join("tcprl.json"), side.to_string()).unwrap();
-    tmp
+    assert_eq!(p.errors(), 0);
+    out
+}
+
+#[test]
+fn the_switch_margin_keeps_a_flow_on_a_candidate_rated_nearly_as_high() {
+    let names = names();
+    if load(&names).is_none() {
+        return;
+    }
+    // No DNC, so every step's decision is the policy network's.
+    let margin = 0.15f32;
+    let run = |m: f32| {
+        let side = with_sidecar(|s| {
+            s["dnc"] = serde_json::Value::Null;
+            s["switch_margin"] = serde_json::json!(m);
+        });
+        let model = Arc::new(TcpRlModel::load(&side.path().join("tcprl.json"), &names).unwrap());
+        // Paths of 5 and 20 Mbit/s at 10 and 40 ms, where the policy rates several alike.
+        let mut all = steps(model.clone(), &names, 600_000, 10_000);
+        all.extend(steps(model, &names, 2_500_000, 40_000));
+        all
+    };
+    let greedy = run(0.0);
+    assert!(greedy.len() >= 30, "{} steps", greedy.len());
+    let best = |probs: &[f32]| (0..probs.len()).max_by(|&a, &b| probs[a].total_cmp(&probs[b]));
+    let mut held = 0;
+    for (current, probs, d) in &greedy {
+        // Margin 0: TCP-RL's argmax, every time.
+        let b = best(probs).unwrap();
+        let want = if b == *current {
+            Decision::Stay
+        } else {
+            Decision::SwitchTo(b)
+        };
+        assert_eq!(*d, want, "{probs:?} on {current}");
+    }
+    let held_run = run(margin);
+    for (current, probs, d) in &held_run {
+        let b = best(probs).unwrap();
+        let gap = probs[b] - probs[*current];
+        if let Decision::SwitchTo(k) = d {
+            assert!(*k == b && gap >= margin, "{probs:?} on {current}");
+        } else {
+            assert!(b == *current || gap < margin, "{probs:?} on {current}");
+            held += usize::from(b != *current);
+        }
+    }
+    let swaps = |s: &[(usize, Vec<f32>, Decision)]| {
+        s.iter()
+            .filter(|x| matches!(x.2, Decision::SwitchTo(_)))
+            .count()
+    };
+    assert!(
+        held > 0,
+        "the margin never held a flow: {} greedy swaps",
+        swaps(&greedy)
+    );
+    assert!(swaps(&held_run) < swaps(&greedy));
+    // Out of range: a clear error.
+    let side = with_sidecar(|s| s["switch_margin"] = serde_json::json!(1.5));
+    let e = TcpRlModel::load(&side.path().join("tcprl.json"), &names).unwrap_err();
+    assert!(e.to_string().contains("switch_margin"), "{e}");
 }
 
 #[test]

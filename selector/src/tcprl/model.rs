@@ -8,7 +8,8 @@
 //! `window` (reports per feature window), `obs_dim`, `hidden` (LSTM size), `step`
 //! (`{"rtts": k}` or `{"seconds": s}`), `policy`, `dnc` (file names; `dnc` may be null) and
 //! `dnc_threshold`, and optionally `start`: the candidate every flow starts on, or `"random"`
-//! (also when absent: TCP-RL's random initial scheme, drawn per flow from its identity). The policy takes `obs` `[1, obs_dim]`, `h_in` and `c_in` `[1, hidden]` and gives
+//! (also when absent: TCP-RL's random initial scheme, drawn per flow from its identity), and
+//! `switch_margin` (0 when absent; see [`TcpRlSidecar::switch_margin`]). The policy takes `obs` `[1, obs_dim]`, `h_in` and `c_in` `[1, hidden]` and gives
 //! `probs` `[1, candidates]`, `value` `[1, 1]`, `h_out` and `c_out`; the DNC takes `x`
 //! `[1, 2 obs_dim + candidates]` (last observation, one-hot of the last action, observation)
 //! and gives `p_change` `[1, 1]`. Every name and shape is checked at load.
@@ -35,6 +36,17 @@ pub struct StepSpec {
     pub seconds: Option<f64>,
 }
 
+impl StepSpec {
+    /// The step length this spec gives: exactly one of the two, finite and positive.
+    fn length(&self) -> Option<StepLength> {
+        match (self.rtts, self.seconds) {
+            (Some(k), None) if k > 0.0 && k.is_finite() => Some(StepLength::Rtts(k)),
+            (None, Some(s)) if s > 0.0 && s.is_finite() => Some(StepLength::Seconds(s)),
+            _ => None,
+        }
+    }
+}
+
 /// `tcprl.json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct TcpRlSidecar {
@@ -59,6 +71,10 @@ pub struct TcpRlSidecar {
     /// The candidate a flow starts on; `None` or `"random"`: drawn per flow.
     #[serde(default)]
     pub start: Option<String>,
+    /// How much more probable than the active candidate a step's most probable one must be
+    /// for the flow to move to it (0, the default: TCP-RL's greedy argmax; in [0, 1]).
+    #[serde(default)]
+    pub switch_margin: f64,
 }
 
 /// The loaded networks, shared by every flow.
@@ -152,22 +168,23 @@ impl TcpRlModel {
                 sidecar.obs_dim.to_string(),
             ));
         }
-        let step = match (sidecar.step.rtts, sidecar.step.seconds) {
-            (Some(k), None) if k > 0.0 && k.is_finite() => StepLength::Rtts(k),
-            (None, Some(s)) if s > 0.0 && s.is_finite() => StepLength::Seconds(s),
-            _ => {
-                return Err(mismatch(
-                    "step",
-                    "{\"rtts\": k > 0} or {\"seconds\": s > 0}".into(),
-                    format!("{:?}", sidecar.step),
-                ));
-            }
-        };
-        if sidecar.hidden == 0 || !(0.0..=1.0).contains(&sidecar.dnc_threshold) {
+        let step = sidecar.step.length().ok_or_else(|| {
+            mismatch(
+                "step",
+                "{\"rtts\": k > 0} or {\"seconds\": s > 0}".into(),
+                format!("{:?}", sidecar.step),
+            )
+        })?;
+        let unit = 0.0..=1.0;
+        if sidecar.hidden == 0
+            || !unit.contains(&sidecar.dnc_threshold)
+            || !unit.contains(&sidecar.switch_margin)
+        {
+            let found = (sidecar.hidden, sidecar.dnc_threshold, sidecar.switch_margin);
             return Err(mismatch(
-                "hidden, dnc_threshold",
-                ">= 1, in [0, 1]".into(),
-                format!("{}, {}", sidecar.hidden, sidecar.dnc_threshold),
+                "hidden, dnc_threshold, switch_margin",
+                ">= 1, in [0, 1], in [0, 1]".into(),
+                format!("{found:?}"),
             ));
         }
         let start = start_index(&sidecar).map_err(|name| {

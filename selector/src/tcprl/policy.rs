@@ -6,7 +6,11 @@
 //! sidecar's threshold) the LSTM state is cleared and the flow moves to a random candidate,
 //! as TCP-RL does to flush what it had learned about the old path. Otherwise the policy
 //! network runs one LSTM step and the most probable candidate is the decision (greedy: the
-//! exploration of training is off). A flow starts on the sidecar's `start` candidate, or,
+//! exploration of training is off), unless it is less than the sidecar's `switch_margin` more
+//! probable than the active candidate: then the flow stays (not in TCP-RL, whose greedy policy
+//! moves on any argmax; a margin of 0, the default, is TCP-RL's rule). The margin keeps flows
+//! from alternating each step between two candidates the policy rates alike, each swap costing
+//! the incoming candidate's start-up. A flow starts on the sidecar's `start` candidate, or,
 //! when that is `"random"` or absent, on a candidate drawn from the flow's identity (socket,
 //! ports, destination: TCP-RL's random initial scheme, reproducible per flow).
 //!
@@ -121,6 +125,21 @@ impl TcpRlPolicy {
     }
 }
 
+impl TcpRlPolicy {
+    /// The step's action: the most probable candidate `best`, unless the sidecar's
+    /// `switch_margin` keeps the flow on `current` (model indices; a `current` outside the
+    /// model never holds).
+    fn held(&self, best: usize, current: usize) -> usize {
+        let margin = self.model.sidecar().switch_margin;
+        match self.model_probs.get(current) {
+            Some(&p) if best != current && f64::from(self.model_probs[best] - p) < margin => {
+                current
+            }
+            _ => best,
+        }
+    }
+}
+
 impl SelectionPolicy for TcpRlPolicy {
     fn name(&self) -> &'static str {
         "tcprl"
@@ -150,7 +169,7 @@ impl SelectionPolicy for TcpRlPolicy {
                 .policy_step(&self.obs, &mut self.h, &mut self.c, &mut self.model_probs)
             {
                 Ok(()) => match argmax(&self.model_probs) {
-                    Some(k) => k,
+                    Some(k) => self.held(k, current),
                     None => return Decision::Stay,
                 },
                 Err(e) => {
