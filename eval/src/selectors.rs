@@ -214,6 +214,26 @@ pub fn probe_watch() -> Option<probe::Watch> {
     }
 }
 
+/// The start-up hand-overs of `selector-probe`: `$CCP_PROBE_HANDOVER` = `off` (none) or
+/// comma-separated specs of [`probe::Handover::parse`] (`<mode>:<start>><then>`), else
+/// [`probe::default_handovers`]. A value that cannot be used is reported and ignored.
+pub fn probe_handovers() -> Vec<probe::Handover> {
+    let Ok(value) = std::env::var("CCP_PROBE_HANDOVER") else {
+        return probe::default_handovers();
+    };
+    if value.trim() == "off" {
+        return Vec::new();
+    }
+    value
+        .split(',')
+        .map(probe::Handover::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_else(|e| {
+            eprintln!("CCP_PROBE_HANDOVER={value:?} ignored: {e}");
+            probe::default_handovers()
+        })
+}
+
 /// What `selector-probe-explore` does in the runs that follow: start on `start`, switch to
 /// `target` at the end of `window`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -581,6 +601,7 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
                 margin: probe_margin(),
                 trial: probe_trial(),
                 watch: probe_watch(),
+                handovers: probe_handovers(),
             },
             &log,
             port,

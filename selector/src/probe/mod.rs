@@ -8,8 +8,9 @@
 //! When the probe window ends (1.5 s and 10 minimum RTTs by default, stored with the models),
 //! one regressor per other candidate ([`model`]) predicts the gain in the flow's score from
 //! switching to it now over staying; the flow switches to the largest predicted gain if it
-//! exceeds a margin, and keeps its choice to the end; delay-sensitive flows keep their start
-//! ([`SWITCHING_MODES`]). A default-mode flow that kept its start runs the competition watch
+//! exceeds a margin, and keeps its choice to the end; delay-sensitive flows start on Vegas and
+//! move to Copa at the probe's end instead ([`Handover`], [`default_handovers`]; without those
+//! two candidates they keep their start, [`SWITCHING_MODES`]). A default-mode flow that kept its start runs the competition watch
 //! ([`watch`]) for the rest of the flow and moves once to BBR when its queue stays up and
 //! overflows. So the policy swaps at most once per flow, and not at all in a flow that ends
 //! within its probe. Optionally ([`trial`], off by default) the flow measures the proposal
@@ -75,6 +76,57 @@ pub fn default_watch() -> Option<Watch> {
     Some(Watch::overflowing_queue())
 }
 
+/// A preference mode's start-up hand-over: flows of `mode` probe the path on `start` and move
+/// to `then` at the probe's end, whatever the models predict (they still score every
+/// candidate for the explanation). A selector without both candidates ignores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handover {
+    /// The preference mode it is for.
+    pub mode: Mode,
+    /// The candidate the flow starts (and probes) on.
+    pub start: String,
+    /// The candidate it runs from the probe's end on.
+    pub then: String,
+}
+
+impl Handover {
+    /// Parses `<mode>:<start>><then>`, e.g. `delay:vegas>copa` (mode: `default`, `delay` or
+    /// `throughput`).
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let err = || format!("{spec:?}: not <mode>:<start>><then>, e.g. delay:vegas>copa");
+        let (mode, pair) = spec.trim().split_once(':').ok_or_else(err)?;
+        let (start, then) = pair.split_once('>').ok_or_else(err)?;
+        let mode = Mode::parse(mode.trim())
+            .ok_or_else(|| format!("{spec:?}: no preference mode {:?}", mode.trim()))?;
+        let (start, then) = (start.trim(), then.trim());
+        if start.is_empty() || then.is_empty() {
+            return Err(err());
+        }
+        Ok(Self {
+            mode,
+            start: start.to_string(),
+            then: then.to_string(),
+        })
+    }
+}
+
+/// The hand-overs deployed flows make: delay-sensitive flows probe on Vegas and run Copa
+/// after. Copa alone, the delay mode's best single candidate on `selection-train`, fills a
+/// deep buffer in its slow start and keeps the queue for seconds; Vegas's start leaves it
+/// empty but Vegas collapses under random loss (a tenth of Copa's rate at 1 % loss). Started
+/// on Vegas and moved to Copa at 1.5 s, a flow gains over Copa alone +0.22 per flow on
+/// `selection-train`'s 22 delay-sensitive flows and +0.17 on `selection-bench`'s 12 (delay
+/// objective, counterfactual runs of `gen-data --kind probe`; no other start-target pair
+/// comes close: staying on Vegas loses 1.05 and 0.47), where moving Copa-started flows
+/// anywhere lost (`docs/selector.md`).
+pub fn default_handovers() -> Vec<Handover> {
+    vec![Handover {
+        mode: Mode::Delay,
+        start: "vegas".into(),
+        then: "copa".into(),
+    }]
+}
+
 /// The features of one flow's probe, recorded for training.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProbeRecord {
@@ -101,6 +153,9 @@ pub enum ProbeChoice {
         /// After the probe, move a default-mode flow that stayed on its start when a queue
         /// never drains ([`watch`]); `None`: the probe's choice is final.
         watch: Option<Watch>,
+        /// Modes whose flows start on a fixed candidate and move to another at the probe's
+        /// end instead of asking the models ([`Handover`]; the first for a mode counts).
+        handovers: Vec<Handover>,
     },
     /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
     /// it is the start), and record the probe's features in `sink`.
@@ -142,12 +197,24 @@ impl Probe {
             .unwrap_or_default();
         let names = ctx.candidates.to_vec();
         let position = |n: &str| names.iter().position(|c| *c == n);
+        let mut handover_to = None;
         let (window, start, target) = match &self.choice {
-            ProbeChoice::Predict { models, .. } => (
-                models.window,
-                models.start_for(mode).and_then(position),
-                None,
-            ),
+            ProbeChoice::Predict {
+                models, handovers, ..
+            } => {
+                let handover = handovers
+                    .iter()
+                    .find(|h| h.mode == mode)
+                    .and_then(|h| position(&h.start).zip(position(&h.then)));
+                handover_to = handover.map(|(_, then)| then);
+                (
+                    models.window,
+                    handover
+                        .map(|(start, _)| start)
+                        .or_else(|| models.start_for(mode).and_then(position)),
+                    None,
+                )
+            }
             ProbeChoice::Force {
                 window,
                 start,
@@ -163,6 +230,7 @@ impl Probe {
             sock_id: ctx.sock_id,
             initial,
             forced: target,
+            handover_to,
             window,
             stats: ProbeStats::new(ctx.mss_bytes),
             chosen: None,
@@ -184,6 +252,8 @@ pub struct ProbePolicy {
     sock_id: u32,
     initial: usize,
     forced: Option<usize>,
+    /// The candidate a hand-over moves the flow to at the probe's end.
+    handover_to: Option<usize>,
     window: ProbeWindow,
     stats: ProbeStats,
     chosen: Option<usize>,
@@ -218,7 +288,7 @@ impl ProbePolicy {
     /// mode and the policy has a watch.
     fn start_watch(&mut self, chosen: usize) {
         if let ProbeChoice::Predict { watch: Some(w), .. } = &self.choice
-            && chosen == self.initial
+            && chosen == self.handover_to.unwrap_or(self.initial)
             && self.mode == Mode::Default
             && let Some(target) = self.names.iter().position(|n| *n == w.target)
             && target != chosen
@@ -275,7 +345,9 @@ impl ProbePolicy {
                     }
                 }
                 let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
-                if best != current
+                if let Some(then) = self.handover_to {
+                    (then, 0.0)
+                } else if best != current
                     && top.is_finite()
                     && top - now > *margin
                     && SWITCHING_MODES.contains(&self.mode)
@@ -334,7 +406,9 @@ impl SelectionPolicy for ProbePolicy {
             }
             let (c, gain) = self.choose(f.current, f.now_us);
             match self.trial() {
-                Some(t) if c != f.current && gain < t.confident_gain => {
+                Some(t)
+                    if c != f.current && gain < t.confident_gain && self.handover_to.is_none() =>
+                {
                     // Measure the start first, then the proposal (`trial`).
                     self.stage = Some(trial::Stage::Reference {
                         target: c,

@@ -171,6 +171,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
             margin: DEFAULT_MARGIN,
             trial: None,
             watch: None,
+            handovers: Vec::new(),
         },
         HashMap::new(),
     );
@@ -202,6 +203,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
             margin: 1.0,
             trial: None,
             watch: None,
+            handovers: Vec::new(),
         },
         HashMap::new(),
     );
@@ -224,6 +226,7 @@ fn a_choice_is_asked_for_until_the_selector_makes_it() {
             margin: DEFAULT_MARGIN,
             trial: None,
             watch: None,
+            handovers: Vec::new(),
         },
         HashMap::new(),
     );
@@ -303,6 +306,7 @@ fn a_delay_sensitive_flow_keeps_its_start_whatever_the_models_predict() {
             margin: DEFAULT_MARGIN,
             trial: None,
             watch: None,
+            handovers: Vec::new(),
         },
         HashMap::from([(5001, Mode::Delay)]),
     );
@@ -328,6 +332,77 @@ fn a_delay_sensitive_flow_keeps_its_start_whatever_the_models_predict() {
     );
 }
 
+fn handing_over(handovers: Vec<Handover>) -> Arc<Probe> {
+    Probe::new(
+        ProbeChoice::Predict {
+            models: one_second_models(),
+            margin: DEFAULT_MARGIN,
+            trial: Some(Trial::default()),
+            watch: None,
+            handovers,
+        },
+        HashMap::from([(5001, Mode::Delay)]),
+    )
+}
+
+#[test]
+fn a_handover_starts_a_flow_on_its_start_and_moves_it_at_the_probes_end() {
+    let delay = FlowContext {
+        dst_port: 5001,
+        ..FlowContext::for_candidates(&NAMES)
+    };
+    let probe = handing_over(vec![Handover::parse("delay:vegas>copa").unwrap()]);
+    let mut p = probe.policy(&delay);
+    assert_eq!(p.initial(), 2, "starts on Vegas, not the models' start (BBR)");
+    let mut current = p.initial();
+    // A steady path: the delay models predict a loss for Copa (-0.4), the hand-over moves
+    // the flow anyway, once, at the probe's end (report 21, 1.05 s), with no trial.
+    let d = run(&mut p, &mut current, 60, 0.0);
+    assert!(d[..20].iter().all(|d| *d == Decision::Hold), "{d:?}");
+    assert_eq!(d[20], Decision::SwitchTo(1));
+    assert!(d[21..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    assert_eq!(p.chosen(), Some(1));
+    assert!(p.explain().unwrap().scores[1] < -0.3, "the models still score");
+
+    // Default-mode flows are not the hand-over's: the models' start, the models' choice.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(p.initial(), 0);
+    let mut current = 0;
+    let d = run(&mut p, &mut current, 60, 0.0);
+    assert!(!d.iter().any(|d| matches!(d, Decision::SwitchTo(_))), "{d:?}");
+
+    // A hand-over to a candidate the selector does not have is ignored: the delay-sensitive
+    // flow starts on the models' start and keeps it.
+    let probe = handing_over(vec![Handover::parse("delay:vegas>cubic").unwrap()]);
+    let mut p = probe.policy(&delay);
+    assert_eq!(p.initial(), 0);
+    let mut current = 0;
+    let d = run(&mut p, &mut current, 60, 0.5);
+    assert!(!d.iter().any(|d| matches!(d, Decision::SwitchTo(_))), "{d:?}");
+}
+
+#[test]
+fn handover_specs_parse_or_say_why_not() {
+    assert_eq!(
+        Handover::parse(" throughput : bbr > copa "),
+        Ok(Handover {
+            mode: Mode::Throughput,
+            start: "bbr".into(),
+            then: "copa".into(),
+        })
+    );
+    assert_eq!(default_handovers()[0], Handover::parse("delay:vegas>copa").unwrap());
+    for (bad, why) in [
+        ("delay", "not <mode>"),
+        ("delay:vegas", "not <mode>"),
+        ("delay:>copa", "not <mode>"),
+        ("slow:vegas>copa", "no preference mode"),
+    ] {
+        let e = Handover::parse(bad).unwrap_err();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+}
+
 #[test]
 fn the_preference_mode_comes_from_the_port() {
     let models = Arc::new(
@@ -344,6 +419,7 @@ fn the_preference_mode_comes_from_the_port() {
             margin: DEFAULT_MARGIN,
             trial: None,
             watch: None,
+            handovers: Vec::new(),
         },
         HashMap::from([(5001, Mode::Delay)]),
     );
@@ -414,6 +490,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
             margin: DEFAULT_MARGIN,
             trial: Some(trial),
             watch: None,
+            handovers: Vec::new(),
         },
         HashMap::new(),
     );
@@ -461,6 +538,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
                 ..trial
             }),
             watch: None,
+            handovers: Vec::new(),
         },
         HashMap::new(),
     );
@@ -511,6 +589,7 @@ fn watching(watch: Watch) -> Arc<Probe> {
             margin: DEFAULT_MARGIN,
             trial: None,
             watch: Some(watch),
+            handovers: Vec::new(),
         },
         HashMap::from([(5001, Mode::Delay)]),
     )
