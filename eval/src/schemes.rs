@@ -152,12 +152,14 @@ pub fn agent_for(port: Option<u16>) -> (LockstepAgent, RunSelectors) {
 
 /// A portus agent with every CCP algorithm and the selector schemes registered, in its own
 /// thread, over portus's channel IPC: for a datapath in this process that runs in real time
-/// (the kernel datapath of `run --datapath kernel`). Returns its handle and the run's selector
-/// state.
+/// (the kernel datapath of `run --datapath kernel`), whose learned selectors see `port` as
+/// their flows' destination port as in [`agent_for`] (the testbed's sinks listen on ephemeral
+/// ports). Returns its handle and the run's selector state.
 pub fn spawn_channel_agent(
     channels: AgentChannels,
+    port: Option<u16>,
 ) -> portus::Result<(portus::CCPHandle, RunSelectors)> {
-    let (s, state) = selectors::build();
+    let (s, state) = selectors::build_for(port);
     let sock = portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(
         channels.to_datapath,
         channels.from_datapath,

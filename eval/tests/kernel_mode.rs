@@ -165,3 +165,59 @@ fn the_learned_algorithms_drive_real_tcp_flows() {
         assert!(r.p95_rtt_ms >= 39.0 && r.p95_rtt_ms < 200.0, "{r:?}");
     }
 }
+
+const PREFERENCE: &str = r#"
+name = "kernel-preference-test"
+duration_s = 4
+seeds = [1]
+schemes = ["selector-probe"]
+
+[[conditions]]
+id = "delay-20M-40ms"
+bw_mbps = 20
+rtt_ms = 40
+buffer_bdp = 2.0
+flows = [{ count = 1, objective = "delay", port = 5001 }]
+
+[[conditions]]
+id = "20M-40ms"
+bw_mbps = 20
+rtt_ms = 40
+buffer_bdp = 2.0
+"#;
+
+/// The selectors see the port of the scenario's flows on kernel TCP too (the testbed's sinks
+/// listen on ephemeral ports): a delay-sensitive flow of `selector-probe` starts on Vegas and
+/// moves to Copa at the probe's end (its hand-over), a default-mode flow does not.
+#[test]
+fn a_kernel_flows_preference_mode_comes_from_the_scenarios_port() {
+    let Some(_turn) = turn("a_kernel_flows_preference_mode_comes_from_the_scenarios_port") else {
+        return;
+    };
+    let scenario = Scenario::parse("kernel-preference-test.toml", PREFERENCE, None).unwrap();
+    let kernel = RunOptions {
+        datapath: DatapathKind::Kernel,
+        ..RunOptions::default()
+    };
+    let jobs = runner::plan(&scenario, &kernel).unwrap();
+    let out = runner::run(&scenario, &jobs, &kernel);
+    assert!(out.rows.iter().all(|r| r.status == "ok"), "{:?}", out.rows);
+    let swaps = |cond: &str| -> Vec<_> {
+        out.swaps
+            .iter()
+            .filter(|s| s.condition == cond)
+            .map(|s| (s.from.as_str(), s.to.as_str(), s.t_s))
+            .collect()
+    };
+    let delay = swaps("delay-20M-40ms");
+    assert_eq!(delay.len(), 1, "{delay:?}");
+    let (from, to, t) = delay[0];
+    assert_eq!((from, to), ("vegas", "copa"), "{delay:?}");
+    // The probe window: 1.5 s and 10 minimum RTTs, then the loss hold may delay the swap.
+    assert!((1.4..3.5).contains(&t), "{delay:?}");
+    assert!(
+        swaps("20M-40ms").iter().all(|s| s.0 != "vegas"),
+        "{:?}",
+        swaps("20M-40ms")
+    );
+}

@@ -8,7 +8,7 @@
 use ccp_datapath::kernel::testbed::KernelNetwork;
 use ccp_datapath::runtime::ChannelTransport;
 
-use super::{Job, JobOutput, plan_network};
+use super::{Job, JobOutput, flows_port, plan_network};
 use crate::scenario::{Condition, Scenario};
 use crate::schemes;
 
@@ -23,7 +23,7 @@ pub(super) fn execute(
         return planned.run_on(KernelNetwork::new(), scenario, cond, job, None);
     }
     let (transport, agent_end) = ChannelTransport::pair(None);
-    let (handle, selectors) = schemes::spawn_channel_agent(agent_end)
+    let (handle, selectors) = schemes::spawn_channel_agent(agent_end, flows_port(scenario, cond))
         .map_err(|e| format!("starting the agent: {e:?}"))?;
     let out = planned.run_on(
         KernelNetwork::new().with_agent(transport),

@@ -353,7 +353,11 @@ fn a_handover_starts_a_flow_on_its_start_and_moves_it_at_the_probes_end() {
     };
     let probe = handing_over(vec![Handover::parse("delay:vegas>copa").unwrap()]);
     let mut p = probe.policy(&delay);
-    assert_eq!(p.initial(), 2, "starts on Vegas, not the models' start (BBR)");
+    assert_eq!(
+        p.initial(),
+        2,
+        "starts on Vegas, not the models' start (BBR)"
+    );
     let mut current = p.initial();
     // A steady path: the delay models predict a loss for Copa (-0.4), the hand-over moves
     // the flow anyway, once, at the probe's end (report 21, 1.05 s), with no trial.
@@ -362,14 +366,20 @@ fn a_handover_starts_a_flow_on_its_start_and_moves_it_at_the_probes_end() {
     assert_eq!(d[20], Decision::SwitchTo(1));
     assert!(d[21..].iter().all(|d| *d == Decision::Stay), "{d:?}");
     assert_eq!(p.chosen(), Some(1));
-    assert!(p.explain().unwrap().scores[1] < -0.3, "the models still score");
+    assert!(
+        p.explain().unwrap().scores[1] < -0.3,
+        "the models still score"
+    );
 
     // Default-mode flows are not the hand-over's: the models' start, the models' choice.
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     assert_eq!(p.initial(), 0);
     let mut current = 0;
     let d = run(&mut p, &mut current, 60, 0.0);
-    assert!(!d.iter().any(|d| matches!(d, Decision::SwitchTo(_))), "{d:?}");
+    assert!(
+        !d.iter().any(|d| matches!(d, Decision::SwitchTo(_))),
+        "{d:?}"
+    );
 
     // A hand-over to a candidate the selector does not have is ignored: the delay-sensitive
     // flow starts on the models' start and keeps it.
@@ -378,7 +388,10 @@ fn a_handover_starts_a_flow_on_its_start_and_moves_it_at_the_probes_end() {
     assert_eq!(p.initial(), 0);
     let mut current = 0;
     let d = run(&mut p, &mut current, 60, 0.5);
-    assert!(!d.iter().any(|d| matches!(d, Decision::SwitchTo(_))), "{d:?}");
+    assert!(
+        !d.iter().any(|d| matches!(d, Decision::SwitchTo(_))),
+        "{d:?}"
+    );
 }
 
 #[test]
@@ -391,7 +404,10 @@ fn handover_specs_parse_or_say_why_not() {
             then: "copa".into(),
         })
     );
-    assert_eq!(default_handovers()[0], Handover::parse("delay:vegas>copa").unwrap());
+    assert_eq!(
+        default_handovers()[0],
+        Handover::parse("delay:vegas>copa").unwrap()
+    );
     for (bad, why) in [
         ("delay", "not <mode>"),
         ("delay:vegas", "not <mode>"),
