@@ -10,9 +10,9 @@
 //! switching to it now over staying; the flow switches to the largest predicted gain if it
 //! exceeds a margin, and keeps its choice to the end; delay-sensitive flows start on Vegas and
 //! move to Copa at the probe's end instead ([`Handover`], [`default_handovers`]; without those
-//! two candidates they keep their start, [`SWITCHING_MODES`]). A default-mode flow that kept its start runs the competition watch
-//! ([`watch`]) for the rest of the flow and moves once to BBR when its queue stays up and
-//! overflows. So the policy swaps at most once per flow, and not at all in a flow that ends
+//! two candidates they keep their start, [`SWITCHING_MODES`]). A default-mode flow that kept
+//! its start runs the competition watch ([`watch`]) for the rest of the flow and moves once to
+//! BBR when its queue stays up and overflows. So the policy swaps at most once per flow, and not at all in a flow that ends
 //! within its probe. Optionally ([`trial`], off by default) the flow measures the proposal
 //! against its start before keeping it, and goes back if it measured worse (a second swap).
 //!
@@ -56,7 +56,8 @@ pub const DEFAULT_MARGIN: f64 = 0.1;
 /// (validation) their one move, to ARC on a 5 Mbit/s path with a 5-BDP buffer, lost 1.51 in
 /// the delay objective (ARC fills the buffer that objective penalizes twice): the models were
 /// fitted on too few delay-sensitive paths to be trusted off them. They still score every
-/// candidate for the explanation.
+/// candidate for the explanation. A mode's [`Handover`] comes first: the deployed one moves
+/// delay-sensitive flows from Vegas to Copa, so this rule holds only where it cannot apply.
 pub const SWITCHING_MODES: [Mode; 2] = [Mode::Default, Mode::Throughput];
 
 /// The trial deployed flows run before they keep a switch ([`trial`]): none. On
