@@ -69,6 +69,17 @@ fn available() -> Result<(), String> {
     }
 }
 
+/// `toml` (a scenario named `name`) run on kernel TCP.
+fn on_kernel(name: &str, toml: &str) -> runner::RunOutput {
+    let scenario = Scenario::parse(name, toml, None).unwrap();
+    let kernel = RunOptions {
+        datapath: DatapathKind::Kernel,
+        ..RunOptions::default()
+    };
+    let jobs = runner::plan(&scenario, &kernel).unwrap();
+    runner::run(&scenario, &jobs, &kernel)
+}
+
 #[test]
 fn a_scenario_runs_as_real_tcp_with_the_simulators_rows() {
     let Some(_turn) = turn("a_scenario_runs_as_real_tcp_with_the_simulators_rows") else {
@@ -146,13 +157,7 @@ fn the_learned_algorithms_drive_real_tcp_flows() {
     let Some(_turn) = turn("the_learned_algorithms_drive_real_tcp_flows") else {
         return;
     };
-    let scenario = Scenario::parse("kernel-learned-test.toml", LEARNED, None).unwrap();
-    let kernel = RunOptions {
-        datapath: DatapathKind::Kernel,
-        ..RunOptions::default()
-    };
-    let jobs = runner::plan(&scenario, &kernel).unwrap();
-    let out = runner::run(&scenario, &jobs, &kernel);
+    let out = on_kernel("kernel-learned-test.toml", LEARNED);
     assert_eq!(out.rows.len(), 3);
     for r in &out.rows {
         println!(
@@ -194,13 +199,7 @@ fn a_kernel_flows_preference_mode_comes_from_the_scenarios_port() {
     let Some(_turn) = turn("a_kernel_flows_preference_mode_comes_from_the_scenarios_port") else {
         return;
     };
-    let scenario = Scenario::parse("kernel-preference-test.toml", PREFERENCE, None).unwrap();
-    let kernel = RunOptions {
-        datapath: DatapathKind::Kernel,
-        ..RunOptions::default()
-    };
-    let jobs = runner::plan(&scenario, &kernel).unwrap();
-    let out = runner::run(&scenario, &jobs, &kernel);
+    let out = on_kernel("kernel-preference-test.toml", PREFERENCE);
     assert!(out.rows.iter().all(|r| r.status == "ok"), "{:?}", out.rows);
     let swaps = |cond: &str| -> Vec<_> {
         out.swaps
