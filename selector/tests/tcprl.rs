@@ -193,8 +193,8 @@ fn with_start(start: Option<&str>) -> tempfile::TempDir {
 }
 
 /// Drives one flow of a policy over `model` for 800 reports every 50 ms whose loss, rate (from
-/// `rate` bytes/s up) and RTT (from `rtt_us` up) vary, and returns, for each step that ended, the candidate active before it, the step's
-/// probabilities (selector order) and the decision.
+/// `rate` bytes/s up) and RTT (from `rtt_us` up) vary, and returns, for each step that ended,
+/// the candidate active before it, the step's probabilities (selector order) and the decision.
 fn steps(
     model: Arc<TcpRlModel>,
     names: &[&'static str],

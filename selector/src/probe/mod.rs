@@ -12,9 +12,11 @@
 //! move to Copa at the probe's end instead ([`Handover`], [`default_handovers`]; without those
 //! two candidates they keep their start, [`SWITCHING_MODES`]). A default-mode flow that kept
 //! its start runs the competition watch ([`watch`]) for the rest of the flow and moves once to
-//! BBR when its queue stays up and overflows. So the policy swaps at most once per flow, and not at all in a flow that ends
-//! within its probe. Optionally ([`trial`], off by default) the flow measures the proposal
-//! against its start before keeping it, and goes back if it measured worse (a second swap).
+//! BBR when its queue stays up and overflows. So the policy swaps at most once per flow (twice
+//! only under a default-mode hand-over, which the deployed policy has not), and not at all in
+//! a flow that ends within its probe. Optionally ([`trial`], off by default) the flow
+//! measures the proposal against its start before keeping it, and goes back if it measured
+//! worse (a second swap).
 //!
 //! What it takes from the literature and what it changes:
 //! - from Antelope (`PAPERS.md` §2): per-candidate gradient-boosted regressors and the
@@ -114,11 +116,11 @@ impl Handover {
 /// The hand-overs deployed flows make: delay-sensitive flows probe on Vegas and run Copa
 /// after. Copa alone, the delay mode's best single candidate on `selection-train`, fills a
 /// deep buffer in its slow start and keeps the queue for seconds; Vegas's start leaves it
-/// empty but Vegas collapses under random loss (a tenth of Copa's rate at 1 % loss). Started
-/// on Vegas and moved to Copa at 1.5 s, a flow gains over Copa alone +0.22 per flow on
-/// `selection-train`'s 22 delay-sensitive flows and +0.17 on `selection-bench`'s 12 (delay
-/// objective, counterfactual runs of `gen-data --kind probe`; no other start-target pair
-/// comes close: staying on Vegas loses 1.05 and 0.47), where moving Copa-started flows
+/// empty but Vegas collapses under random loss (a tenth to a quarter of Copa's rate at 1 %
+/// loss). Started on Vegas and moved to Copa at 1.5 s, a flow gains over Copa alone +0.22 per
+/// flow on `selection-train`'s 22 delay-sensitive flows and +0.17 on `selection-bench`'s 12
+/// (delay objective, counterfactual runs of `gen-data --kind probe`; no other start-target
+/// pair comes close: staying on Vegas loses 1.05 and 0.47), where moving Copa-started flows
 /// anywhere lost (`docs/selector.md`).
 pub fn default_handovers() -> Vec<Handover> {
     vec![Handover {
