@@ -12,7 +12,8 @@
 //! `switch_margin` (0 when absent; see [`TcpRlSidecar::switch_margin`]). The policy takes
 //! `obs` `[1, obs_dim]`, `h_in` and `c_in` `[1, hidden]` and gives `probs` `[1, candidates]`,
 //! `value` `[1, 1]`, `h_out` and `c_out`; the DNC takes `x` `[1, 2 obs_dim + candidates]`
-//! (last observation, one-hot of the last action, observation) and gives `p_change` `[1, 1]`. Every name and shape is checked at load.
+//! (last observation, one-hot of the last action, observation) and gives `p_change` `[1, 1]`.
+//! Every name and shape is checked at load.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
