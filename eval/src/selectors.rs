@@ -208,30 +208,54 @@ pub fn probe_watch() -> Option<probe::Watch> {
         "off" => None,
         "on" => Some(probe::Watch::default()),
         spec => probe::Watch::parse(spec)
-            .map_err(|e| eprintln!("CCP_PROBE_WATCH={value:?} ignored: {e}"))
+            .map_err(|e| report_once(&format!("CCP_PROBE_WATCH={value:?} ignored: {e}")))
             .ok()
             .or_else(probe::default_watch),
     }
 }
 
-/// The start-up hand-overs of `selector-probe`: `$CCP_PROBE_HANDOVER` = `off` (none) or
-/// comma-separated specs of [`probe::Handover::parse`] (`<mode>:<start>><then>`), else
-/// [`probe::default_handovers`]. A value that cannot be used is reported and ignored.
-pub fn probe_handovers() -> Vec<probe::Handover> {
-    let Ok(value) = std::env::var("CCP_PROBE_HANDOVER") else {
-        return probe::default_handovers();
-    };
-    if value.trim() == "off" {
-        return Vec::new();
+/// Prints `message` to standard error the first time this process asks (a setting that
+/// cannot be used is read again for every run's selectors).
+fn report_once(message: &str) {
+    static REPORTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut seen = REPORTED.lock().unwrap_or_else(PoisonError::into_inner);
+    if !seen.iter().any(|m| m == message) {
+        eprintln!("{message}");
+        seen.push(message.to_string());
     }
-    value
+}
+
+/// The start-up hand-overs of `selector-probe`: `$CCP_PROBE_HANDOVER` = `off` (none) or
+/// comma-separated specs of [`probe::Handover::parse`] (`<mode>:<start>><then>`, naming
+/// candidates of [`candidate_names`]), else [`probe::default_handovers`]. A value that cannot
+/// be used is reported and ignored.
+pub fn probe_handovers() -> Vec<probe::Handover> {
+    match std::env::var("CCP_PROBE_HANDOVER") {
+        Ok(value) => handovers_from(&value, &candidate_names()).unwrap_or_else(|e| {
+            report_once(&format!("CCP_PROBE_HANDOVER={value:?} ignored: {e}"));
+            probe::default_handovers()
+        }),
+        Err(_) => probe::default_handovers(),
+    }
+}
+
+/// The hand-overs `value` asks for (`off`: none), or why it cannot be used.
+fn handovers_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::Handover>, String> {
+    if value.trim() == "off" {
+        return Ok(Vec::new());
+    }
+    let handovers = value
         .split(',')
         .map(probe::Handover::parse)
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap_or_else(|e| {
-            eprintln!("CCP_PROBE_HANDOVER={value:?} ignored: {e}");
-            probe::default_handovers()
-        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for h in &handovers {
+        for name in [&h.start, &h.then] {
+            if !candidates.contains(&name.as_str()) {
+                return Err(format!("{name:?} is not a candidate ({candidates:?})"));
+            }
+        }
+    }
+    Ok(handovers)
 }
 
 /// What `selector-probe-explore` does in the runs that follow: start on `start`, switch to
@@ -737,5 +761,24 @@ impl RunSelectors {
                     .extend(s.into_iter().map(|x| (condition.to_string(), seed, x)));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handover_values_name_candidates_or_say_why_not() {
+        let names = candidate_names();
+        assert_eq!(handovers_from(" off ", &names), Ok(Vec::new()));
+        let two = handovers_from("delay:vegas>copa, throughput:bbr>copa", &names).unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[0], probe::default_handovers()[0]);
+        assert_eq!(two[1].mode, Mode::Throughput);
+        let e = handovers_from("delay:vegsa>copa", &names).unwrap_err();
+        assert!(e.contains("\"vegsa\" is not a candidate"), "{e}");
+        let e = handovers_from("delay=vegas>copa", &names).unwrap_err();
+        assert!(e.contains("not <mode>"), "{e}");
     }
 }
