@@ -200,7 +200,6 @@ impl Probe {
             .unwrap_or_default();
         let names = ctx.candidates.to_vec();
         let position = |n: &str| names.iter().position(|c| *c == n);
-        let mut handover_to = None;
         let (window, start, target) = match &self.choice {
             ProbeChoice::Predict {
                 models, handovers, ..
@@ -209,14 +208,14 @@ impl Probe {
                     .iter()
                     .find(|h| h.mode == mode)
                     .and_then(|h| position(&h.start).zip(position(&h.then)));
-                handover_to = handover.map(|(_, then)| then);
-                (
-                    models.window,
-                    handover
-                        .map(|(start, _)| start)
-                        .or_else(|| models.start_for(mode).and_then(position)),
-                    None,
-                )
+                match handover {
+                    Some((start, then)) => (models.window, Some(start), Some(then)),
+                    None => (
+                        models.window,
+                        models.start_for(mode).and_then(position),
+                        None,
+                    ),
+                }
             }
             ProbeChoice::Force {
                 window,
@@ -233,7 +232,6 @@ impl Probe {
             sock_id: ctx.sock_id,
             initial,
             forced: target,
-            handover_to,
             window,
             stats: ProbeStats::new(ctx.mss_bytes),
             chosen: None,
@@ -254,9 +252,9 @@ pub struct ProbePolicy {
     mode: Mode,
     sock_id: u32,
     initial: usize,
+    /// The candidate the flow moves to at the probe's end whatever the models say: a forced
+    /// run's target, or a hand-over's.
     forced: Option<usize>,
-    /// The candidate a hand-over moves the flow to at the probe's end.
-    handover_to: Option<usize>,
     window: ProbeWindow,
     stats: ProbeStats,
     chosen: Option<usize>,
@@ -291,7 +289,7 @@ impl ProbePolicy {
     /// mode and the policy has a watch.
     fn start_watch(&mut self, chosen: usize) {
         if let ProbeChoice::Predict { watch: Some(w), .. } = &self.choice
-            && chosen == self.handover_to.unwrap_or(self.initial)
+            && chosen == self.forced.unwrap_or(self.initial)
             && self.mode == Mode::Default
             && let Some(target) = self.names.iter().position(|n| *n == w.target)
             && target != chosen
@@ -321,19 +319,23 @@ impl ProbePolicy {
     /// The trial a proposed switch runs (`None`: it is kept at once).
     fn trial(&self) -> Option<Trial> {
         match &self.choice {
-            ProbeChoice::Predict { trial, .. } => *trial,
-            ProbeChoice::Force { .. } => None,
+            ProbeChoice::Predict { trial, .. } if self.forced.is_none() => *trial,
+            _ => None,
         }
     }
 
     /// The candidate for the rest of the flow and its predicted gain over staying (0 when it
-    /// stays or the switch is forced).
+    /// stays or the switch is forced; the models still score every candidate then, for the
+    /// explanation).
     fn choose(&mut self, current: usize, now_us: u64) -> (usize, f64) {
         let x = self.stats.features();
         self.features = x.to_vec();
         match &self.choice {
             ProbeChoice::Predict { models, margin, .. } => {
                 models.predict(self.mode, &self.names, &x, &mut self.scores);
+                if let Some(then) = self.forced {
+                    return (then, 0.0);
+                }
                 let now = self
                     .scores
                     .get(current)
@@ -348,9 +350,7 @@ impl ProbePolicy {
                     }
                 }
                 let top = self.scores.get(best).copied().unwrap_or(f64::NEG_INFINITY);
-                if let Some(then) = self.handover_to {
-                    (then, 0.0)
-                } else if best != current
+                if best != current
                     && top.is_finite()
                     && top - now > *margin
                     && SWITCHING_MODES.contains(&self.mode)
@@ -409,9 +409,7 @@ impl SelectionPolicy for ProbePolicy {
             }
             let (c, gain) = self.choose(f.current, f.now_us);
             match self.trial() {
-                Some(t)
-                    if c != f.current && gain < t.confident_gain && self.handover_to.is_none() =>
-                {
+                Some(t) if c != f.current && gain < t.confident_gain => {
                     // Measure the start first, then the proposal (`trial`).
                     self.stage = Some(trial::Stage::Reference {
                         target: c,

@@ -120,20 +120,18 @@ impl Watch {
         let [ratio, window_ms, window_rtts, target, rest @ ..] = parts.as_slice() else {
             return Err(expected());
         };
-        let mut afresh = true;
-        let mut min_loss = 0.0;
-        let mut seen = (false, false);
+        // Each option at most once.
+        let (mut kept, mut min_loss) = (false, None);
         for option in rest {
-            if *option == "kept" && !seen.0 {
-                afresh = false;
-                seen.0 = true;
-            } else if let Some(v) = option.strip_prefix("loss=").filter(|_| !seen.1) {
-                min_loss = v
-                    .parse()
-                    .map_err(|e| format!("watch loss share {v:?}: {e}"))?;
-                seen.1 = true;
-            } else {
-                return Err(expected());
+            match (*option, option.strip_prefix("loss=")) {
+                ("kept", _) if !kept => kept = true,
+                (_, Some(v)) if min_loss.is_none() => {
+                    let share = v
+                        .parse()
+                        .map_err(|e| format!("watch loss share {v:?}: {e}"))?;
+                    min_loss = Some(share);
+                }
+                _ => return Err(expected()),
             }
         }
         let watch = Self {
@@ -147,8 +145,8 @@ impl Watch {
                 .parse()
                 .map_err(|e| format!("watch window {window_rtts:?} RTTs: {e}"))?,
             target: (*target).to_string(),
-            afresh,
-            min_loss,
+            afresh: !kept,
+            min_loss: min_loss.unwrap_or(0.0),
         };
         watch.validate().map(|()| watch)
     }

@@ -123,9 +123,7 @@ impl TcpRlPolicy {
             }
         }
     }
-}
 
-impl TcpRlPolicy {
     /// The step's action: the most probable candidate `best`, unless the sidecar's
     /// `switch_margin` keeps the flow on `current` (model indices; a `current` outside the
     /// model never holds).
