@@ -420,6 +420,7 @@ mod tests {
                 target: "cubic".into(),
                 features: [f64::from(i); N_FEATURES],
                 gain: f64::from(i % 3) - 1.0,
+                path: format!("path{}", i % 8),
             })
             .collect();
         let starts = BTreeMap::from([

@@ -181,6 +181,10 @@ enum Command {
         /// Worker threads of `lptcp`'s threshold runs (default: one per core).
         #[arg(long, default_value_t = 0)]
         jobs: usize,
+        /// `probe`: boosters per (mode, candidate), each on a bootstrap resample of the paths,
+        /// their mean the prediction (1: one booster on every sample, as shipped).
+        #[arg(long, default_value_t = ccp_selector::probe::DEFAULT_BAGS)]
+        bags: usize,
     },
 }
 
@@ -297,6 +301,7 @@ fn train_cmd(cmd: Command) -> ExitCode {
         trees,
         max_depth,
         jobs,
+        bags,
     } = cmd
     else {
         return fail(2, "not a train command");
@@ -321,7 +326,8 @@ fn train_cmd(cmd: Command) -> ExitCode {
             };
             train_lptcp(data, &out, scenario, opts)
         }
-        "probe" => done(crate::probe::train(&data, &out)),
+        "probe" if bags == 0 => fail(2, "train probe: --bags must be at least 1"),
+        "probe" => done(crate::probe::train(&data, &out, bags)),
         _ => done(training::train(&policy, &data, &out, per_mode)),
     }
 }

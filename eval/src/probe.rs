@@ -324,14 +324,16 @@ pub fn gains(rows: &[ProbeRow]) -> Vec<ProbeSample> {
                 target: r.target.clone(),
                 features: r.features,
                 gain: r.score - base,
+                path: r.condition.clone(),
             })
         })
         .collect()
 }
 
-/// `train probe DIR... --out MODELS`: fits the probe models on every directory's rows (their
-/// windows and starts must agree) and writes them; returns a summary.
-pub fn train(data: &[PathBuf], out: &Path) -> Result<String, String> {
+/// `train probe DIR... --out MODELS [--bags N]`: fits the probe models, `bags` boosters per
+/// (mode, candidate), on every directory's rows (their windows and starts must agree) and
+/// writes them; returns a summary.
+pub fn train(data: &[PathBuf], out: &Path, bags: usize) -> Result<String, String> {
     let mut meta: Option<ProbeMeta> = None;
     let mut samples = Vec::new();
     for d in data {
@@ -350,10 +352,10 @@ pub fn train(data: &[PathBuf], out: &Path) -> Result<String, String> {
     }
     let meta = meta.ok_or("no data directory")?;
     let starts = meta.starts_by_mode()?;
-    let models =
-        ProbeModels::train(&samples, meta.window, starts.clone()).map_err(|e| e.to_string())?;
+    let models = ProbeModels::train_bags(&samples, meta.window, starts.clone(), bags)
+        .map_err(|e| e.to_string())?;
     models.save(out).map_err(|e| e.to_string())?;
-    let mut summary = format!("{} samples; starts", samples.len());
+    let mut summary = format!("{} samples, bags: {}; starts", samples.len(), models.bags());
     for (m, c) in &starts {
         let _ = write!(summary, " {}={c}", m.name());
     }

@@ -90,6 +90,9 @@ fn gen_data_train_and_run_selector_probe() {
     );
     ok(&o);
     assert!(models.join("manifest.json").exists());
+    let summary = String::from_utf8_lossy(&o.stdout);
+    assert!(summary.contains("bags: 1;"), "{summary}");
+    assert!(models.join("bag0").is_dir());
 
     let out = dir.path().join("run");
     let o = eval(
@@ -190,4 +193,31 @@ fn refuses_data_that_does_not_fit(dir: &Path, data: &Path, models: &Path) {
     let o = eval(&both, None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("probe.json"));
+    // Three bags: three folders, and `run` reads them.
+    let bagged = dir.join("bagged");
+    let three = [
+        "train",
+        "probe",
+        data.to_str().unwrap(),
+        "--out",
+        bagged.to_str().unwrap(),
+        "--bags",
+        "3",
+    ];
+    let o = eval(&three, None);
+    ok(&o);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("bags: 3;"));
+    assert!((0..3).all(|k| bagged.join(format!("bag{k}")).is_dir()));
+    let no_bags = [
+        "train",
+        "probe",
+        data.to_str().unwrap(),
+        "--out",
+        models.to_str().unwrap(),
+        "--bags",
+        "0",
+    ];
+    let o = eval(&no_bags, None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--bags"));
 }

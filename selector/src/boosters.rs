@@ -73,10 +73,31 @@ impl Boosters {
     /// Writes every booster to `dir` as `<mode>-<candidate>.json` and returns the manifest's
     /// `models` and `samples` tables.
     pub(crate) fn write(&self, dir: &Path) -> Result<(Table<String>, Table<usize>), ModelError> {
+        self.write_under(dir, "")
+    }
+
+    /// [`Boosters::write`] into `dir`'s sub-folder `sub` (created; `""`: `dir` itself); the
+    /// tables name the files relative to `dir`.
+    pub(crate) fn write_under(
+        &self,
+        dir: &Path,
+        sub: &str,
+    ) -> Result<(Table<String>, Table<usize>), ModelError> {
+        if !sub.is_empty() {
+            std::fs::create_dir_all(dir.join(sub)).map_err(|source| ModelError::Io {
+                path: dir.join(sub),
+                source,
+            })?;
+        }
         let (mut models, mut samples) = (Table::new(), Table::new());
         for (mode, boosters) in &self.models {
             for (cca, b) in boosters {
-                let file = format!("{}-{cca}.json", mode.name());
+                let name = format!("{}-{cca}.json", mode.name());
+                let file = if sub.is_empty() {
+                    name
+                } else {
+                    format!("{sub}/{name}")
+                };
                 write_booster(&dir.join(&file), b)?;
                 models
                     .entry(mode.name().to_string())

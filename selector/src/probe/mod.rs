@@ -6,9 +6,9 @@
 //! features ([`features`]: base RTT, queue growth, delay and delivery-rate variability, loss,
 //! and how close recent RTTs come back to the base: Copa's test for competing flows).
 //! When the probe window ends (1.5 s and 10 minimum RTTs by default, stored with the models),
-//! one regressor per other candidate ([`model`]) predicts the gain in the flow's score from
-//! switching to it now over staying; the flow switches to the largest predicted gain if it
-//! exceeds a margin, and keeps its choice to the end; delay-sensitive flows start on Vegas and
+//! one regressor per other candidate ([`model`]; or the mean of a bag of them) predicts the
+//! gain in the flow's score from switching to it now over staying; the flow switches to the
+//! largest predicted gain if it exceeds a margin, and keeps its choice to the end; delay-sensitive flows start on Vegas and
 //! move to Copa at the probe's end instead ([`Handover`], [`default_handovers`]; without those
 //! two candidates they keep their start, [`SWITCHING_MODES`]). A default-mode flow that kept
 //! its start runs the competition watch ([`watch`]) for the rest of the flow and moves once to
@@ -40,7 +40,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
-pub use model::{ProbeModels, ProbeSample};
+pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
 pub use trial::{Trial, WindowScore};
 pub use watch::{Watch, Watcher};
 

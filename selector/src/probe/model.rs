@@ -7,14 +7,23 @@
 //! start, same path, same seed) and then switched to that candidate, so a label is what the
 //! switch really earned on that path, transition included.
 //!
-//! On disk: `manifest.json` (format, feature schema, probe window, starts, per mode which file
-//! holds which candidate's booster, sample counts) and one forust JSON booster per (mode,
-//! candidate). Loading checks format, schema and every tree, so a model trained on other
-//! features or a damaged booster is refused with the reason.
+//! A set may bag its boosters (`ccp-eval train probe --bags N`): each (mode, candidate) then
+//! has `N` boosters, each fitted on a bootstrap resample of the training *paths* (every flow of
+//! a drawn path, as often as the path was drawn), and the predicted gain is their mean. The
+//! shipped set has one booster per (mode, candidate), as Antelope (`PAPERS.md` §2) fits: bagging
+//! measured no better on the bench ([`DEFAULT_BAGS`]).
+//!
+//! On disk: `manifest.json` (format, feature schema, probe window, starts, per bag and mode
+//! which file holds which candidate's booster, sample counts) and one forust JSON booster per
+//! (bag, mode, candidate), bag `k` in the sub-folder `bag<k>`. Loading checks format, schema
+//! and every tree, so a model trained on other features or a damaged booster is refused with
+//! the reason. A set of format version 1 (one booster per mode and candidate, in the folder
+//! itself) loads as one bag.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use ccp_algorithms::api::SplitMix64;
 use forust_ml::objective::ObjectiveType;
 use forust_ml::{GradientBooster, Matrix};
 use serde::{Deserialize, Serialize};
@@ -26,8 +35,8 @@ use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
 
 /// Format name in `manifest.json`.
 pub const FORMAT: &str = "probe-models";
-/// Format version of `manifest.json`.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version of `manifest.json` (2: bags; version 1 sets still load, as one bag).
+pub const FORMAT_VERSION: u32 = 2;
 /// Trees per booster (30 trees of depth 3 with 20 samples a leaf beat 60 of depth 4 in a
 /// five-fold cross-validation over `selection-train`'s paths, and are a quarter the size).
 pub const TREES: usize = 30;
@@ -39,6 +48,14 @@ pub const MIN_LEAF: f32 = 20.0;
 pub const LEARNING_RATE: f32 = 0.1;
 /// Fewest samples a (mode, candidate) booster is fit on.
 pub const MIN_SAMPLES: usize = 10;
+/// Boosters per (mode, candidate) that `train probe` fits unless told otherwise: one, on every
+/// sample. Eight bags (the mean of eight boosters on bootstrap resamples of the paths) did
+/// better in a five-fold cross-validation over `selection-train`'s default-mode paths (+0.012
+/// per flow against +0.008 at a 0.05 margin, +0.013 against +0.008 at 0.1), but not on the
+/// bench: 47-48 % of the validation set's headroom against 43 % for one booster on the same
+/// data and 49 % for the shipped one, and 26-28 % of the first test set's against 30 % and
+/// 24 % (`docs/selector.md`, "Bagged models").
+pub const DEFAULT_BAGS: usize = 1;
 
 /// One training example: a flow of `mode` started on `start`, probed, and switched to
 /// `target` (the start itself: stayed); `gain` is its score minus the score of the same flow
@@ -53,6 +70,8 @@ pub struct ProbeSample {
     pub features: [f64; N_FEATURES],
     /// Score with `target` minus score staying on the start candidate (ln units).
     pub gain: f64,
+    /// The path (condition) the flow ran on: bags resample whole paths.
+    pub path: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -66,9 +85,22 @@ struct Manifest {
     starts: BTreeMap<String, String>,
     trees: usize,
     depth: usize,
-    /// mode name -> candidate -> booster file (relative to the directory).
+    /// Format version 1: the one bag's files and sample counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    models: Option<Table<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    samples: Option<Table<usize>>,
+    /// Format version 2: per bag, its files and sample counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    bags: Vec<BagTables>,
+}
+
+/// One bag of the manifest.
+#[derive(Debug, Serialize, Deserialize)]
+struct BagTables {
+    /// mode name -> candidate -> booster file (relative to the set's directory).
     models: Table<String>,
-    /// mode name -> candidate -> samples fitted.
+    /// mode name -> candidate -> samples fitted (a drawn path's flows count once per draw).
     samples: Table<usize>,
 }
 
@@ -79,7 +111,8 @@ pub struct ProbeModels {
     pub window: ProbeWindow,
     /// Per mode: the candidate a flow starts (and is probed) on.
     pub starts: BTreeMap<Mode, String>,
-    boosters: Boosters,
+    /// The bags (at least one when loaded or trained).
+    bags: Vec<Boosters>,
 }
 
 impl std::fmt::Debug for ProbeModels {
@@ -87,7 +120,7 @@ impl std::fmt::Debug for ProbeModels {
         f.debug_struct("ProbeModels")
             .field("window", &self.window)
             .field("starts", &self.starts)
-            .field("samples", &self.boosters)
+            .field("samples", &self.bags)
             .finish_non_exhaustive()
     }
 }
@@ -106,46 +139,55 @@ fn booster() -> GradientBooster {
 }
 
 impl ProbeModels {
-    /// Fits one booster per (mode, target) with at least [`MIN_SAMPLES`] samples; a mode's
-    /// start candidate has no model (its gain is 0 by definition). `starts` names each mode's
-    /// start; samples of a mode without a start are ignored.
+    /// Fits [`DEFAULT_BAGS`] bags of one booster per (mode, target) with at least
+    /// [`MIN_SAMPLES`] samples ([`ProbeModels::train_bags`]).
     pub fn train(
         samples: &[ProbeSample],
         window: ProbeWindow,
         starts: BTreeMap<Mode, String>,
     ) -> Result<Self, ModelError> {
-        let mut groups: BTreeMap<(Mode, &str), Vec<&ProbeSample>> = BTreeMap::new();
-        for s in samples.iter().filter(|s| s.gain.is_finite()) {
-            if starts.get(&s.mode).is_some_and(|st| *st != s.target) {
-                groups.entry((s.mode, &s.target)).or_default().push(s);
-            }
-        }
+        Self::train_bags(samples, window, starts, DEFAULT_BAGS)
+    }
+
+    /// Fits `bags` bags: with one, every sample once; with more, bag `k` draws as many paths
+    /// as there are, with replacement (seeded by `k`, so training is reproducible), and takes
+    /// every flow of a drawn path once per draw. A mode's start candidate has no model (its
+    /// gain is 0 by definition); samples of a mode without a start are ignored. Fails when no
+    /// bag has a booster.
+    pub fn train_bags(
+        samples: &[ProbeSample],
+        window: ProbeWindow,
+        starts: BTreeMap<Mode, String>,
+        bags: usize,
+    ) -> Result<Self, ModelError> {
+        let usable: Vec<&ProbeSample> = samples
+            .iter()
+            .filter(|s| s.gain.is_finite())
+            .filter(|s| starts.get(&s.mode).is_some_and(|st| *st != s.target))
+            .collect();
+        let mut paths: Vec<&str> = usable.iter().map(|s| s.path.as_str()).collect();
+        paths.sort_unstable();
+        paths.dedup();
         let mut set = Self {
             window,
             starts,
             ..Self::default()
         };
-        for ((mode, target), rows) in groups {
-            if rows.len() < MIN_SAMPLES {
-                continue;
-            }
-            let n = rows.len();
-            let mut data = vec![0.0; n * N_FEATURES];
-            for (i, s) in rows.iter().enumerate() {
-                for (j, v) in s.features.iter().enumerate() {
-                    data[j * n + i] = *v;
+        for k in 0..bags.max(1) {
+            let draws = if bags <= 1 {
+                paths.iter().map(|p| (*p, 1)).collect()
+            } else {
+                draw_paths(&paths, k as u64)
+            };
+            let mut groups: BTreeMap<(Mode, &str), Vec<&ProbeSample>> = BTreeMap::new();
+            for s in &usable {
+                for _ in 0..draws.get(s.path.as_str()).copied().unwrap_or(0) {
+                    groups.entry((s.mode, &s.target)).or_default().push(s);
                 }
             }
-            let y: Vec<f64> = rows.iter().map(|s| s.gain).collect();
-            let mut b = booster();
-            b.fit_unweighted(&Matrix::new(&data, n, N_FEATURES), &y, None)
-                .map_err(|e| ModelError::Booster {
-                    path: PathBuf::from(format!("<training {}/{target}>", mode.name())),
-                    msg: e.to_string(),
-                })?;
-            set.boosters.insert(mode, target, b, n);
+            set.bags.push(fit_bag(&groups)?);
         }
-        if set.boosters.is_empty() {
+        if set.bags.iter().all(Boosters::is_empty) {
             return Err(ModelError::NoData(MIN_SAMPLES));
         }
         Ok(set)
@@ -159,19 +201,28 @@ impl ProbeModels {
             .map(String::as_str)
     }
 
-    /// Candidates with a model for `mode`.
-    pub fn candidates(&self, mode: Mode) -> Vec<&str> {
-        self.boosters.candidates(mode)
+    /// Bags in the set.
+    pub fn bags(&self) -> usize {
+        self.bags.len()
     }
 
-    /// Samples the (mode, candidate) booster was fit on (0: none).
+    /// Candidates with a model for `mode` (in the first bag).
+    pub fn candidates(&self, mode: Mode) -> Vec<&str> {
+        self.bags
+            .first()
+            .map(|b| b.candidates(mode))
+            .unwrap_or_default()
+    }
+
+    /// Samples the (mode, candidate) booster of the first bag was fit on (0: none).
     pub fn samples(&self, mode: Mode, candidate: &str) -> usize {
-        self.boosters.samples(mode, candidate)
+        self.bags.first().map_or(0, |b| b.samples(mode, candidate))
     }
 
     /// Predicted gain of switching to each of `names` (in that order) over staying on the
-    /// start of `mode` (a mode without models uses the default mode's). The start candidate
-    /// scores 0; a candidate without a model `f64::NEG_INFINITY` (never chosen).
+    /// start of `mode`: the mean over the bags of [`ProbeModels::predict_in_bag`]. The start
+    /// candidate scores 0; a candidate without a model in some bag `f64::NEG_INFINITY` (never
+    /// chosen).
     pub fn predict(
         &self,
         mode: Mode,
@@ -180,9 +231,51 @@ impl ProbeModels {
         out: &mut Vec<f64>,
     ) {
         out.clear();
-        let (mode, models) = match self.boosters.of(mode) {
-            Some(m) => (mode, Some(m)),
-            None => (Mode::Default, self.boosters.of(Mode::Default)),
+        if self.bags.is_empty() {
+            let start = self.start_for(mode);
+            out.extend(names.iter().map(|n| {
+                if Some(*n) == start {
+                    0.0
+                } else {
+                    f64::NEG_INFINITY
+                }
+            }));
+            return;
+        }
+        out.resize(names.len(), 0.0);
+        let mut one = Vec::with_capacity(names.len());
+        for k in 0..self.bags.len() {
+            self.predict_in_bag(k, mode, names, features, &mut one);
+            for (o, v) in out.iter_mut().zip(&one) {
+                *o += v;
+            }
+        }
+        let n = self.bags.len() as f64;
+        for o in out.iter_mut() {
+            *o /= n;
+        }
+    }
+
+    /// Bag `k`'s predicted gain of switching to each of `names` (in that order) over staying
+    /// on the start of `mode` (a mode without models in the bag uses its default-mode models):
+    /// the start candidate scores 0, a candidate without a model `f64::NEG_INFINITY`; every
+    /// candidate `f64::NEG_INFINITY` when there is no bag `k`.
+    pub fn predict_in_bag(
+        &self,
+        k: usize,
+        mode: Mode,
+        names: &[&str],
+        features: &[f64; N_FEATURES],
+        out: &mut Vec<f64>,
+    ) {
+        out.clear();
+        let Some(bag) = self.bags.get(k) else {
+            out.resize(names.len(), f64::NEG_INFINITY);
+            return;
+        };
+        let (mode, models) = match bag.of(mode) {
+            Some(ms) => (mode, Some(ms)),
+            None => (Mode::Default, bag.of(Mode::Default)),
         };
         let start = self.start_for(mode);
         let m = Matrix::new(features, 1, N_FEATURES);
@@ -200,13 +293,17 @@ impl ProbeModels {
         }
     }
 
-    /// Writes the set to `dir` (created if needed).
+    /// Writes the set to `dir` (created if needed), bag `k` in `dir/bag<k>`.
     pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
         std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
-        let (models, samples) = self.boosters.write(dir)?;
+        let mut bags = Vec::with_capacity(self.bags.len());
+        for (k, bag) in self.bags.iter().enumerate() {
+            let (models, samples) = bag.write_under(dir, &format!("bag{k}"))?;
+            bags.push(BagTables { models, samples });
+        }
         let manifest = Manifest {
             format: FORMAT.into(),
             format_version: FORMAT_VERSION,
@@ -220,13 +317,15 @@ impl ProbeModels {
                 .collect(),
             trees: TREES,
             depth: DEPTH,
-            models,
-            samples,
+            models: None,
+            samples: None,
+            bags,
         };
         write_manifest(&dir.join("manifest.json"), &manifest)
     }
 
-    /// Reads a set written by [`ProbeModels::save`], checking format, feature schema and trees.
+    /// Reads a set written by [`ProbeModels::save`] (or a version 1 set, as one bag), checking
+    /// format, feature schema and trees.
     pub fn load(dir: &Path) -> Result<Self, ModelError> {
         let path = dir.join("manifest.json");
         let manifest: Manifest = read_manifest(&path)?;
@@ -236,22 +335,21 @@ impl ProbeModels {
                 msg: format!("format is `{}`, not `{FORMAT}`", manifest.format),
             });
         }
-        for (what, found, expected) in [
-            ("format_version", manifest.format_version, FORMAT_VERSION),
-            (
-                "feature_schema",
-                manifest.feature_schema,
-                FEATURE_SCHEMA_VERSION,
-            ),
-        ] {
-            if found != expected {
-                return Err(ModelError::Version {
-                    path,
-                    what,
-                    found,
-                    expected,
-                });
-            }
+        if !(1..=FORMAT_VERSION).contains(&manifest.format_version) {
+            return Err(ModelError::Version {
+                path,
+                what: "format_version",
+                found: manifest.format_version,
+                expected: FORMAT_VERSION,
+            });
+        }
+        if manifest.feature_schema != FEATURE_SCHEMA_VERSION {
+            return Err(ModelError::Version {
+                path,
+                what: "feature_schema",
+                found: manifest.feature_schema,
+                expected: FEATURE_SCHEMA_VERSION,
+            });
         }
         let expected: Vec<String> = FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect();
         if manifest.features != expected {
@@ -280,7 +378,69 @@ impl ProbeModels {
                 msg: "no start candidate for the default mode".into(),
             });
         }
-        set.boosters = Boosters::read(dir, &path, &manifest.models, &manifest.samples, N_FEATURES)?;
+        let tables: Vec<(Table<String>, Table<usize>)> = if manifest.format_version == 1 {
+            vec![(
+                manifest.models.unwrap_or_default(),
+                manifest.samples.unwrap_or_default(),
+            )]
+        } else {
+            manifest
+                .bags
+                .into_iter()
+                .map(|b| (b.models, b.samples))
+                .collect()
+        };
+        if tables.is_empty() {
+            return Err(ModelError::Manifest {
+                path,
+                msg: "no bags listed".into(),
+            });
+        }
+        for (models, samples) in &tables {
+            set.bags
+                .push(Boosters::read(dir, &path, models, samples, N_FEATURES)?);
+        }
         Ok(set)
     }
+}
+
+/// How often each of `paths` is drawn in bag `k`'s bootstrap resample (as many draws as
+/// paths, with replacement).
+fn draw_paths<'a>(paths: &[&'a str], k: u64) -> BTreeMap<&'a str, usize> {
+    let mut rng = SplitMix64::new(0x9e37_79b9_7f4a_7c15 ^ k);
+    let mut out = BTreeMap::new();
+    if paths.is_empty() {
+        return out;
+    }
+    for _ in 0..paths.len() {
+        let i = (rng.next_u64() % paths.len() as u64) as usize;
+        *out.entry(paths[i]).or_insert(0) += 1;
+    }
+    out
+}
+
+/// One bag: a booster per (mode, target) group with at least [`MIN_SAMPLES`] samples.
+fn fit_bag(groups: &BTreeMap<(Mode, &str), Vec<&ProbeSample>>) -> Result<Boosters, ModelError> {
+    let mut bag = Boosters::default();
+    for ((mode, target), rows) in groups {
+        if rows.len() < MIN_SAMPLES {
+            continue;
+        }
+        let n = rows.len();
+        let mut data = vec![0.0; n * N_FEATURES];
+        for (i, s) in rows.iter().enumerate() {
+            for (j, v) in s.features.iter().enumerate() {
+                data[j * n + i] = *v;
+            }
+        }
+        let y: Vec<f64> = rows.iter().map(|s| s.gain).collect();
+        let mut b = booster();
+        b.fit_unweighted(&Matrix::new(&data, n, N_FEATURES), &y, None)
+            .map_err(|e| ModelError::Booster {
+                path: PathBuf::from(format!("<training {}/{target}>", mode.name())),
+                msg: e.to_string(),
+            })?;
+        bag.insert(*mode, target, b, n);
+    }
+    Ok(bag)
 }
