@@ -220,7 +220,10 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 }
 
 /// `probe`: the probe policy's models in `<selector.models>/probe/` (`ccp-eval train probe`),
-/// with the `[preferences]` port modes and the default margin. A flow asks for its one switch
+/// with the `[preferences]` port modes and the default margin; default-mode flows choose with
+/// the later models in `<selector.models>/probe-later/` when that folder exists (none is
+/// shipped: docs/selector.md, "A later choice"; a damaged set there is an error, not a silent
+/// fallback). A flow asks for its one switch
 /// on the report that ends its probe: configure `selector.hysteresis` with one agreeing
 /// decision and no dwell to deploy it as evaluated (the loss hold may stay).
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
@@ -231,6 +234,13 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     let model_err = |message: String| model_error("probe", message);
     let dir = ctx.model_path("probe", "probe")?;
     let models = ProbeModels::load(&dir).map_err(|e| model_err(e.to_string()))?;
+    let later_dir = ctx.model_path("probe", "probe-later")?;
+    let later = if later_dir.exists() {
+        let m = ProbeModels::load(&later_dir).map_err(|e| model_err(e.to_string()))?;
+        Some(Arc::new(m))
+    } else {
+        None
+    };
     let shared = Probe::new(
         ProbeChoice::Predict {
             models: Arc::new(models),
@@ -238,6 +248,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             trial: default_trial(),
             watch: default_watch(),
             handovers: default_handovers(),
+            later,
         },
         modes(ctx.preferences),
     );
@@ -427,10 +438,8 @@ mod tests {
             (Mode::Default, "bbr".to_string()),
             (Mode::Delay, "vegas".to_string()),
         ]);
-        ProbeModels::train(&samples, ProbeWindow::default(), starts)
-            .unwrap()
-            .save(&dir.join("probe"))
-            .unwrap();
+        let models = ProbeModels::train(&samples, ProbeWindow::default(), starts).unwrap();
+        models.save(&dir.join("probe")).unwrap();
         let f = build("probe", &c).unwrap();
         let p = f(&FlowContext::for_candidates(algs()));
         assert_eq!(p.name(), "probe");
@@ -438,6 +447,12 @@ mod tests {
         let mut delay = FlowContext::for_candidates(algs());
         delay.dst_port = 5001;
         assert_eq!(algs()[f(&delay).initial()], "vegas");
+        // Later models load from probe-later/ when it exists; a damaged set there is an error.
+        models.save(&dir.join("probe-later")).unwrap();
+        assert!(build("probe", &c).is_ok());
+        std::fs::write(dir.join("probe-later/manifest.json"), "{").unwrap();
+        let e = build("probe", &c).err().unwrap();
+        assert!(e.to_string().contains("probe-later"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -38,6 +38,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test2.toml"),
     ),
     (
+        "selection-val2",
+        include_str!("../scenarios/selection-val2.toml"),
+    ),
+    (
         "selection-train",
         include_str!("../scenarios/selection-train.toml"),
     ),

@@ -214,6 +214,27 @@ pub fn probe_watch() -> Option<probe::Watch> {
     }
 }
 
+/// The later models of `selector-probe` (default-mode flows choose with them at the end of
+/// their longer window, [`ProbeChoice::Predict`]): `$CCP_PROBE_LATER` = a model directory
+/// (`gen-data --kind probe --probe-ms 5000`, `train probe`); unset or `off`: none (every flow
+/// chooses at the probe's end, as deployed; docs/selector.md "A later choice"). Loaded once per
+/// process; models that cannot be loaded are reported and left out.
+pub fn probe_later() -> Option<Arc<ProbeModels>> {
+    static LATER: OnceLock<Option<Arc<ProbeModels>>> = OnceLock::new();
+    LATER
+        .get_or_init(|| {
+            let value = std::env::var("CCP_PROBE_LATER").ok()?;
+            if value.trim() == "off" {
+                return None;
+            }
+            ProbeModels::load(std::path::Path::new(value.trim()))
+                .map_err(|e| report_once(&format!("CCP_PROBE_LATER={value:?} ignored: {e}")))
+                .ok()
+                .map(Arc::new)
+        })
+        .clone()
+}
+
 /// Prints `message` to standard error the first time this process asks (a setting that
 /// cannot be used is read again for every run's selectors).
 fn report_once(message: &str) {
@@ -626,6 +647,7 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
                 trial: probe_trial(),
                 watch: probe_watch(),
                 handovers: probe_handovers(),
+                later: probe_later(),
             },
             &log,
             port,

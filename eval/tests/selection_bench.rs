@@ -185,15 +185,18 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// another, and no second of a recorded trace in two of them. The second test set
 /// (`selection-bench-test2`, drawn later to hold out choices the first one had informed) shares
 /// nothing with the training and validation sets either, and no seed or path with the first
-/// test set; its trace segments come from the same held-out quarter as the first's.
+/// test set; its trace segments come from the same held-out quarter as the first's. The second
+/// validation set (`selection-val2`, three times the conditions) shares nothing with the others
+/// but trace seconds with the first validation set (the same third quarter of each recording).
 #[test]
 fn the_sets_share_no_path_seed_or_trace_second() {
     let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
-    let (train, val, test, test2) = (
+    let (train, val, test, test2, val2) = (
         load("selection-train"),
         load("selection-bench"),
         load("selection-bench-test"),
         load("selection-bench-test2"),
+        load("selection-val2"),
     );
     let classes = |s: &Scenario| {
         let mut m: BTreeMap<String, usize> = BTreeMap::new();
@@ -208,6 +211,11 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         "the same classes, as many conditions"
     );
     assert_eq!(classes(&val), classes(&test2));
+    assert_eq!(
+        classes(&val2).keys().collect::<Vec<_>>(),
+        classes(&val).keys().collect::<Vec<_>>()
+    );
+    assert!(classes(&val2).values().all(|&n| n >= 30));
     assert_eq!(classes(&val).len(), 6);
     assert!(classes(&val).values().all(|&n| n >= 10));
     assert_eq!(
@@ -215,7 +223,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         classes(&val).keys().collect::<Vec<_>>()
     );
     assert!(val.seeds.len() >= 3 && test.seeds.len() >= 3 && test2.seeds.len() >= 3);
-    let sets = [&train, &val, &test, &test2];
+    let sets = [&train, &val, &test, &test2, &val2];
     for (i, a) in sets.iter().enumerate() {
         for b in &sets[i + 1..] {
             assert!(
@@ -239,6 +247,12 @@ fn the_sets_share_no_path_seed_or_trace_second() {
             }
         }
     }
+    no_trace_second_in_two(&sets);
+}
+
+/// No second of a recorded trace is replayed by two of `sets`, but for the two test sets and
+/// the two validation sets (each pair drawn from the same quarter of every recording).
+fn no_trace_second_in_two(sets: &[&Scenario]) {
     // Trace segments: [offset, offset + duration) of each recording, per set (from the files:
     // a loaded scenario holds the trace already rotated).
     let segments = |s: &Scenario| -> Vec<(String, f64, f64)> {
@@ -270,8 +284,12 @@ fn the_sets_share_no_path_seed_or_trace_second() {
     );
     for (i, a) in all.iter().enumerate() {
         for (j, b) in all.iter().enumerate().skip(i + 1) {
-            if [&sets[i].name, &sets[j].name] == ["selection-bench-test", "selection-bench-test2"] {
-                // The two test sets: both held out, drawn from the same quarter.
+            let pair = [sets[i].name.as_str(), sets[j].name.as_str()];
+            if pair == ["selection-bench-test", "selection-bench-test2"]
+                || pair == ["selection-bench", "selection-val2"]
+            {
+                // The two test sets, and the two validation sets: each pair drawn from the
+                // same quarter.
                 continue;
             }
             for (f, lo, hi) in b {

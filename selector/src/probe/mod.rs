@@ -16,7 +16,8 @@
 //! only under a default-mode hand-over, which the deployed policy has not), and not at all in
 //! a flow that ends within its probe. Optionally ([`trial`], off by default) the flow
 //! measures the proposal against its start before keeping it, and goes back if it measured
-//! worse (a second swap).
+//! worse (a second swap); and optionally (`later` models, off by default) default-mode flows
+//! choose once at the end of a longer window with models trained on switches made there.
 //!
 //! What it takes from the literature and what it changes:
 //! - from Antelope (`PAPERS.md` §2): per-candidate gradient-boosted regressors and the
@@ -159,6 +160,13 @@ pub enum ProbeChoice {
         /// Modes whose flows start on a fixed candidate and move to another at the probe's
         /// end instead of asking the models ([`Handover`]; the first for a mode counts).
         handovers: Vec<Handover>,
+        /// Models default-mode flows choose with instead, at the end of their (longer)
+        /// window: such a flow keeps its start at the probe's end (the watch begins), keeps
+        /// measuring, and chooses once with these models and the same margin when their window
+        /// ends, unless the watch moved it first. `None`: every flow chooses at the probe's
+        /// end, as deployed: a 5-s window measured better in cross-validation and on the
+        /// validation sets but not on the test set (`docs/selector.md`, "A later choice").
+        later: Option<Arc<ProbeModels>>,
     },
     /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
     /// it is the start), and record the probe's features in `sink`.
@@ -226,6 +234,7 @@ impl Probe {
         };
         let initial = start.unwrap_or(0);
         ProbePolicy {
+            later: false,
             choice: self.choice.clone(),
             names,
             mode,
@@ -247,6 +256,8 @@ impl Probe {
 /// The probe policy of one flow.
 #[derive(Debug)]
 pub struct ProbePolicy {
+    /// The second look is pending (the flow kept its start at the probe's end).
+    later: bool,
     choice: ProbeChoice,
     names: Vec<&'static str>,
     mode: Mode,
@@ -301,6 +312,50 @@ impl ProbePolicy {
         }
     }
 
+    /// Whether this flow defers its choice to the later models: a default-mode flow of a
+    /// policy that has them, not forced.
+    fn defers(&self) -> bool {
+        matches!(&self.choice, ProbeChoice::Predict { later: Some(_), .. })
+            && self.forced.is_none()
+            && self.mode == Mode::Default
+    }
+
+    /// Keeps the later choice pending when the flow kept its start at the probe's end and
+    /// defers to the later models.
+    fn start_later(&mut self, chosen: usize) {
+        self.later = self.defers() && chosen == self.initial;
+    }
+
+    /// The later choice, while pending: measures the report and, once the later models'
+    /// window ended, chooses with them (a move ends the watch).
+    fn look_later(&mut self, chosen: usize, f: &Features<'_>) -> usize {
+        let ProbeChoice::Predict {
+            later: Some(models),
+            ..
+        } = &self.choice
+        else {
+            self.later = false;
+            return chosen;
+        };
+        // The watch moved the flow (or nothing is pending): no second look.
+        if !self.later || chosen != self.initial {
+            self.later = false;
+            return chosen;
+        }
+        let models = models.clone();
+        self.stats.push(f.measurement, f.now_us);
+        if !self.stats.done(&models.window) {
+            return chosen;
+        }
+        self.later = false;
+        let (c, _) = self.choose_with(Some(&models), chosen, f.now_us);
+        if c != chosen {
+            self.chosen = Some(c);
+            self.watcher = None;
+        }
+        c
+    }
+
     /// The candidate for good once chosen: `chosen`, or the watch's target once it fired.
     fn watched(&mut self, chosen: usize, f: &Features<'_>) -> usize {
         let Some((w, target)) = self.watcher.as_mut() else {
@@ -328,13 +383,34 @@ impl ProbePolicy {
     /// stays or the switch is forced; the models still score every candidate then, for the
     /// explanation).
     fn choose(&mut self, current: usize, now_us: u64) -> (usize, f64) {
+        self.choose_with(None, current, now_us)
+    }
+
+    /// [`ProbePolicy::choose`] with `models` instead of the choice's own (the second look's).
+    fn choose_with(
+        &mut self,
+        models: Option<&Arc<ProbeModels>>,
+        current: usize,
+        now_us: u64,
+    ) -> (usize, f64) {
         let x = self.stats.features();
         self.features = x.to_vec();
+        let deferring = models.is_none() && self.defers();
         match &self.choice {
-            ProbeChoice::Predict { models, margin, .. } => {
+            ProbeChoice::Predict {
+                models: own,
+                margin,
+                ..
+            } => {
+                let models = models.unwrap_or(own);
                 models.predict(self.mode, &self.names, &x, &mut self.scores);
                 if let Some(then) = self.forced {
                     return (then, 0.0);
+                }
+                // A default-mode flow with later models defers its choice to them (the
+                // probe's models still scored every candidate for the explanation).
+                if deferring {
+                    return (current, 0.0);
                 }
                 let now = self
                     .scores
@@ -385,7 +461,8 @@ impl SelectionPolicy for ProbePolicy {
 
     fn decide(&mut self, f: &Features<'_>) -> Decision {
         let want = if let Some(c) = self.chosen {
-            self.watched(c, f)
+            let c = self.watched(c, f);
+            if self.later { self.look_later(c, f) } else { c }
         } else if let (Some(trial), Some(stage)) = (self.trial(), self.stage.as_mut()) {
             let flow = trial::TrialFlow {
                 trial: &trial,
@@ -399,6 +476,7 @@ impl SelectionPolicy for ProbePolicy {
                 trial::Step::Done(c) => {
                     self.chosen = Some(c);
                     self.start_watch(c);
+                    self.start_later(c);
                     c
                 }
             }
@@ -420,6 +498,7 @@ impl SelectionPolicy for ProbePolicy {
                 _ => {
                     self.chosen = Some(c);
                     self.start_watch(c);
+                    self.start_later(c);
                     c
                 }
             }

@@ -211,6 +211,7 @@ fn bags_resample_whole_paths_and_predict_their_mean() {
             trial: None,
             watch: None,
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::new(),
     );
@@ -293,6 +294,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
             trial: None,
             watch: None,
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::new(),
     );
@@ -325,6 +327,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
             trial: None,
             watch: None,
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::new(),
     );
@@ -348,6 +351,7 @@ fn a_choice_is_asked_for_until_the_selector_makes_it() {
             trial: None,
             watch: None,
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::new(),
     );
@@ -428,6 +432,7 @@ fn a_delay_sensitive_flow_keeps_its_start_whatever_the_models_predict() {
             trial: None,
             watch: None,
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::from([(5001, Mode::Delay)]),
     );
@@ -461,6 +466,7 @@ fn handing_over(handovers: Vec<Handover>) -> Arc<Probe> {
             trial: Some(Trial::default()),
             watch: None,
             handovers,
+            later: None,
         },
         HashMap::from([(5001, Mode::Delay)]),
     )
@@ -557,6 +563,7 @@ fn the_preference_mode_comes_from_the_port() {
             trial: None,
             watch: None,
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::from([(5001, Mode::Delay)]),
     );
@@ -628,6 +635,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
             trial: Some(trial),
             watch: None,
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::new(),
     );
@@ -676,6 +684,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
             }),
             watch: None,
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::new(),
     );
@@ -727,6 +736,7 @@ fn watching(watch: Watch) -> Arc<Probe> {
             trial: None,
             watch: Some(watch),
             handovers: Vec::new(),
+            later: None,
         },
         HashMap::from([(5001, Mode::Delay)]),
     )
@@ -770,4 +780,109 @@ fn the_deployed_watch_moves_only_when_the_queue_also_overflows() {
         let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
         assert_eq!(feed_queue(&mut p, lost), None, "{lost} lost a report");
     }
+}
+
+/// Models whose window ends after 2 s, trained on flows where a switch to Vegas gains 0.3
+/// whatever the path.
+fn two_second_models() -> Arc<ProbeModels> {
+    later_models(2_000)
+}
+
+/// [`two_second_models`] with a window of `min_ms`.
+fn later_models(min_ms: u64) -> Arc<ProbeModels> {
+    let mut later: Vec<ProbeSample> = samples(400);
+    for s in &mut later {
+        s.gain = if s.target == "vegas" { 0.3 } else { -0.2 };
+    }
+    let window = ProbeWindow { min_ms, rtts: 10 };
+    Arc::new(ProbeModels::train(&later, window, starts()).unwrap())
+}
+
+fn looking_later(later: Option<Arc<ProbeModels>>, prefs: HashMap<u32, Mode>) -> Arc<Probe> {
+    Probe::new(
+        ProbeChoice::Predict {
+            models: one_second_models(),
+            margin: DEFAULT_MARGIN,
+            trial: None,
+            watch: None,
+            handovers: Vec::new(),
+            later,
+        },
+        prefs,
+    )
+}
+
+#[test]
+fn default_mode_flows_choose_with_the_later_models_at_their_window() {
+    // A steady path: at the probe's end (1 s) the flow keeps bbr; at 2 s the later models
+    // move it to Vegas.
+    let probe = looking_later(Some(two_second_models()), HashMap::new());
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 60, 0.0);
+    assert_eq!(d[20], Decision::Stay, "the probe's end: stays");
+    // 2 s from the first report: the 41st report.
+    assert!(d[21..40].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    assert_eq!(d[40], Decision::SwitchTo(2), "at 2 s: Vegas; {d:?}");
+    assert!(d[41..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    assert_eq!(p.chosen(), Some(2));
+    assert!(
+        p.explain().unwrap().scores[2] > 0.2,
+        "explained by the later models"
+    );
+
+    // Without later models the flow keeps its start.
+    let probe = looking_later(None, HashMap::new());
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    run(&mut p, &mut current, 60, 0.0);
+    assert_eq!(current, 0);
+
+    // A variable rate, where the probe's models would move to Copa at 1 s: the flow waits for
+    // the later models, which say Vegas.
+    let probe = looking_later(Some(two_second_models()), HashMap::new());
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 60, 0.5);
+    assert_eq!(d[20], Decision::Stay, "{d:?}");
+    assert_eq!(d[40], Decision::SwitchTo(2), "{d:?}");
+
+    // A throughput-sensitive flow chooses at the probe's end with the probe's models.
+    let probe = looking_later(
+        Some(two_second_models()),
+        HashMap::from([(5002, Mode::Throughput)]),
+    );
+    let mut ctx = FlowContext::for_candidates(&NAMES);
+    ctx.dst_port = 5002;
+    let mut p = probe.policy(&ctx);
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 60, 0.5);
+    assert_eq!(d[20], Decision::SwitchTo(1), "{d:?}");
+    assert_eq!(current, 1);
+}
+
+#[test]
+fn the_watch_and_the_later_choice_the_first_to_come_decides() {
+    let probe = |later_ms: u64| {
+        Probe::new(
+            ProbeChoice::Predict {
+                models: one_second_models(),
+                margin: DEFAULT_MARGIN,
+                trial: None,
+                watch: Some(Watch {
+                    target: "copa".into(),
+                    ..Watch::default()
+                }),
+                handovers: Vec::new(),
+                later: Some(later_models(later_ms)),
+            },
+            HashMap::new(),
+        )
+    };
+    // The watch fires at report 101 (5.05 s): before a 6-s later choice, which is then not
+    // made (one move only), and after a 3-s one, which ends the watch.
+    let mut p = probe(6_000).policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue(&mut p, 0), Some((101, 1, true)));
+    let mut p = probe(3_000).policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue(&mut p, 0), Some((61, 2, false)));
 }
