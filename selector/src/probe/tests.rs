@@ -99,12 +99,18 @@ fn too_few_samples_or_no_start_train_nothing() {
     assert!(ProbeModels::train(&samples(400), ProbeWindow::default(), BTreeMap::new()).is_err());
 }
 
+/// `m` saved to a fresh folder of the temporary directory named for `tag` and this process.
+fn saved(m: &ProbeModels, tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ccp-probe-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    m.save(&dir).unwrap();
+    dir
+}
+
 #[test]
 fn models_survive_a_save_and_load_and_bad_files_are_refused() {
     let m = ProbeModels::train_bags(&samples(200), ProbeWindow::default(), starts(), 3).unwrap();
-    let dir = std::env::temp_dir().join(format!("ccp-probe-models-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    m.save(&dir).unwrap();
+    let dir = saved(&m, "models");
     let back = ProbeModels::load(&dir).unwrap();
     assert_eq!(back.window, m.window);
     assert_eq!(back.starts, m.starts);
@@ -204,17 +210,7 @@ fn bags_resample_whole_paths_and_predict_their_mean() {
     assert_eq!(mean2, mean);
 
     // The policy acts on the mean (and explains with it).
-    let probe = Probe::new(
-        ProbeChoice::Predict {
-            models: Arc::new(bags),
-            margin: mean[1] - 0.01,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-        },
-        HashMap::new(),
-    );
+    let probe = predicting(Arc::new(bags), mean[1] - 0.01);
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     let mut current = p.initial();
     run(&mut p, &mut current, 60, 0.45);
@@ -225,9 +221,7 @@ fn bags_resample_whole_paths_and_predict_their_mean() {
 #[test]
 fn a_format_1_set_loads_as_one_bag() {
     let m = ProbeModels::train_bags(&samples(200), ProbeWindow::default(), starts(), 1).unwrap();
-    let dir = std::env::temp_dir().join(format!("ccp-probe-v1-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    m.save(&dir).unwrap();
+    let dir = saved(&m, "v1");
     let manifest = dir.join("manifest.json");
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
@@ -269,6 +263,22 @@ fn o_write(
     std::fs::write(path, serde_json::to_string(&v).unwrap()).unwrap();
 }
 
+/// A probe policy over `models` with `margin`: no trial, watch, hand-over or later models, and
+/// no preference ports.
+fn predicting(models: Arc<ProbeModels>, margin: f64) -> Arc<Probe> {
+    Probe::new(
+        ProbeChoice::Predict {
+            models,
+            margin,
+            trial: None,
+            watch: None,
+            handovers: Vec::new(),
+            later: None,
+        },
+        HashMap::new(),
+    )
+}
+
 /// Feeds `reports` reports of a steady 10 Mbit/s, 50 ms path (rate variability `cv`: every
 /// other report carries `1 + cv` or `1 - cv` of the rate) and returns the decisions.
 fn run(p: &mut ProbePolicy, current: &mut usize, reports: u64, cv: f64) -> Vec<Decision> {
@@ -287,17 +297,7 @@ fn one_second_models() -> Arc<ProbeModels> {
 #[test]
 fn a_flow_holds_through_its_probe_then_chooses_once() {
     let models = one_second_models();
-    let probe = Probe::new(
-        ProbeChoice::Predict {
-            models: models.clone(),
-            margin: DEFAULT_MARGIN,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-        },
-        HashMap::new(),
-    );
+    let probe = predicting(models.clone(), DEFAULT_MARGIN);
     // A variable delivery rate: Copa's predicted gain (0.3) beats the margin.
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     assert_eq!(p.initial(), 0, "starts on the default mode's start, bbr");
@@ -320,17 +320,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
     assert_eq!(current, 0);
 
     // A margin larger than any gain keeps every flow on its start.
-    let cautious = Probe::new(
-        ProbeChoice::Predict {
-            models,
-            margin: 1.0,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-        },
-        HashMap::new(),
-    );
+    let cautious = predicting(models, 1.0);
     let mut p = cautious.policy(&FlowContext::for_candidates(&NAMES));
     let mut current = p.initial();
     let d = run(&mut p, &mut current, 40, 0.5);
@@ -344,17 +334,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
 fn a_choice_is_asked_for_until_the_selector_makes_it() {
     let models =
         Arc::new(ProbeModels::train(&samples(400), ProbeWindow::default(), starts()).unwrap());
-    let probe = Probe::new(
-        ProbeChoice::Predict {
-            models,
-            margin: DEFAULT_MARGIN,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-        },
-        HashMap::new(),
-    );
+    let probe = predicting(models, DEFAULT_MARGIN);
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     let m = |i: u64| Measurement {
         now_us: 50_000 * i,
