@@ -8,8 +8,8 @@
 //! When the probe window ends (1.5 s and 10 minimum RTTs by default, stored with the models),
 //! one regressor per other candidate ([`model`]; or the mean of a bag of them) predicts the
 //! gain in the flow's score from switching to it now over staying; the flow switches to the
-//! largest predicted gain if it exceeds a margin, and keeps its choice to the end; delay-sensitive flows start on Vegas and
-//! move to Copa at the probe's end instead ([`Handover`], [`default_handovers`]; without those
+//! largest predicted gain if it exceeds a margin, and keeps its choice to the end;
+//! delay-sensitive flows start on Vegas and move to Copa at the probe's end instead ([`Handover`], [`default_handovers`]; without those
 //! two candidates they keep their start, [`SWITCHING_MODES`]). A default-mode flow that kept
 //! its start runs the competition watch ([`watch`]) for the rest of the flow and moves once to
 //! BBR when its queue stays up and overflows. So the policy swaps at most once per flow (twice
@@ -256,7 +256,7 @@ impl Probe {
 /// The probe policy of one flow.
 #[derive(Debug)]
 pub struct ProbePolicy {
-    /// The second look is pending (the flow kept its start at the probe's end).
+    /// The later choice is pending (the flow kept its start at the probe's end).
     later: bool,
     choice: ProbeChoice,
     names: Vec<&'static str>,
@@ -337,7 +337,7 @@ impl ProbePolicy {
             self.later = false;
             return chosen;
         };
-        // The watch moved the flow (or nothing is pending): no second look.
+        // The watch moved the flow (or nothing is pending): no later choice.
         if !self.later || chosen != self.initial {
             self.later = false;
             return chosen;
@@ -386,7 +386,7 @@ impl ProbePolicy {
         self.choose_with(None, current, now_us)
     }
 
-    /// [`ProbePolicy::choose`] with `models` instead of the choice's own (the second look's).
+    /// [`ProbePolicy::choose`] with `models` instead of the choice's own (the later choice's).
     fn choose_with(
         &mut self,
         models: Option<&Arc<ProbeModels>>,
