@@ -9,8 +9,9 @@
 //! one regressor per other candidate ([`model`]; or the mean of a bag of them) predicts the
 //! gain in the flow's score from switching to it now over staying; the flow switches to the
 //! largest predicted gain if it exceeds a margin, and keeps its choice to the end;
-//! delay-sensitive flows start on Vegas and move to Copa at the probe's end instead ([`Handover`], [`default_handovers`]; without those
-//! two candidates they keep their start, [`SWITCHING_MODES`]). A default-mode flow that kept
+//! delay-sensitive flows start on Vegas and move to Copa at the probe's end instead
+//! ([`Handover`], [`default_handovers`]; without those two candidates they keep their start,
+//! [`SWITCHING_MODES`]). A default-mode flow that kept
 //! its start runs the competition watch ([`watch`]) for the rest of the flow and moves once to
 //! BBR when its queue stays up and overflows. So the policy swaps at most once per flow (twice
 //! only under a default-mode hand-over, which the deployed policy has not), and not at all in
