@@ -185,6 +185,11 @@ enum Command {
         /// their mean the prediction (1: one booster on every sample, as shipped).
         #[arg(long, default_value_t = ccp_selector::probe::DEFAULT_BAGS)]
         bags: usize,
+        /// `probe`: first cross-validate the models with this many folds by path (each
+        /// condition's flows held out together) and print what their moves earned per mode
+        /// (0: no cross-validation).
+        #[arg(long, default_value_t = 0)]
+        folds: usize,
     },
 }
 
@@ -302,6 +307,7 @@ fn train_cmd(cmd: Command) -> ExitCode {
         max_depth,
         jobs,
         bags,
+        folds,
     } = cmd
     else {
         return fail(2, "not a train command");
@@ -327,7 +333,8 @@ fn train_cmd(cmd: Command) -> ExitCode {
             train_lptcp(data, &out, scenario, opts)
         }
         "probe" if bags == 0 => fail(2, "train probe: --bags must be at least 1"),
-        "probe" => done(crate::probe::train(&data, &out, bags)),
+        "probe" if folds == 1 => fail(2, "train probe: --folds must be 0 or at least 2"),
+        "probe" => done(crate::probe::train(&data, &out, bags, folds)),
         _ => done(training::train(&policy, &data, &out, per_mode)),
     }
 }

@@ -330,12 +330,14 @@ pub fn gains(rows: &[ProbeRow]) -> Vec<ProbeSample> {
         .collect()
 }
 
-/// `train probe DIR... --out MODELS [--bags N]`: fits the probe models, `bags` boosters per
-/// (mode, candidate), on every directory's rows (their windows and starts must agree) and
-/// writes them; returns a summary.
-pub fn train(data: &[PathBuf], out: &Path, bags: usize) -> Result<String, String> {
+/// `train probe DIR... --out MODELS [--bags N] [--folds K]`: fits the probe models, `bags`
+/// boosters per (mode, candidate), on every directory's rows (their windows and starts must
+/// agree) and writes them; with `folds` (at least 2), first cross-validates them by path
+/// ([`cross_validate`], the deployed margin). Returns a summary.
+pub fn train(data: &[PathBuf], out: &Path, bags: usize, folds: usize) -> Result<String, String> {
     let mut meta: Option<ProbeMeta> = None;
     let mut samples = Vec::new();
+    let mut all = Vec::new();
     for d in data {
         let m = read_meta(d)?;
         if let Some(first) = &meta
@@ -349,13 +351,41 @@ pub fn train(data: &[PathBuf], out: &Path, bags: usize) -> Result<String, String
         meta = Some(m);
         let rows = read_rows(&d.join(DATA_FILE))?;
         samples.extend(gains(&rows));
+        all.extend(rows);
     }
     let meta = meta.ok_or("no data directory")?;
+    let mut summary = String::new();
+    if folds > 0 {
+        let margin = ccp_selector::probe::DEFAULT_MARGIN;
+        let cv = cross_validate(&all, &meta, folds, bags, margin, 0)?;
+        let _ = write!(
+            summary,
+            "cross-validated ({folds} folds by path, margin {margin}):"
+        );
+        for (mode, m) in &cv {
+            let _ = write!(
+                summary,
+                " {}: {} flows, gain {:+.4} of {:.4} per flow, {} moves ({} lose);",
+                mode.name(),
+                m.flows,
+                m.gain,
+                m.oracle,
+                m.moves,
+                m.harmful
+            );
+        }
+        summary.push('\n');
+    }
     let starts = meta.starts_by_mode()?;
     let models = ProbeModels::train_bags(&samples, meta.window, starts.clone(), bags)
         .map_err(|e| e.to_string())?;
     models.save(out).map_err(|e| e.to_string())?;
-    let mut summary = format!("{} samples, bags: {}; starts", samples.len(), models.bags());
+    let _ = write!(
+        summary,
+        "{} samples, bags: {}; starts",
+        samples.len(),
+        models.bags()
+    );
     for (m, c) in &starts {
         let _ = write!(summary, " {}={c}", m.name());
     }
@@ -365,6 +395,116 @@ pub fn train(data: &[PathBuf], out: &Path, bags: usize) -> Result<String, String
         models.candidates(Mode::Default).join(" ")
     );
     Ok(summary)
+}
+
+/// One flow of the counterfactual rows: its probe's features and each target's score.
+type Flow<'a> = ([f64; N_FEATURES], BTreeMap<&'a str, f64>);
+
+/// A cross-validation of the probe's models on counterfactual rows, per mode.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CvMode {
+    /// Flows (condition, seed) with a run that stayed on the start.
+    pub flows: usize,
+    /// Mean gain over staying of the best move or none (what a perfect choice earns).
+    pub oracle: f64,
+    /// Mean gain over staying of the move the held-out models choose (0 when they stay).
+    pub gain: f64,
+    /// Flows the models moved.
+    pub moves: usize,
+    /// Moves that lost against staying.
+    pub harmful: usize,
+}
+
+/// `folds`-fold cross-validation by path: each condition's flows are held out together, the
+/// models (`bags` boosters each) are fitted on the other folds' rows, and each held-out flow
+/// moves to the candidate with the largest predicted gain if it exceeds `margin`; what that
+/// move earned (its row's score minus the stay run's) is the flow's gain. Folds are drawn by a
+/// shuffle of the sorted conditions seeded with `seed`. Errors when a fold's training rows fit
+/// no model.
+pub fn cross_validate(
+    rows: &[ProbeRow],
+    meta: &ProbeMeta,
+    folds: usize,
+    bags: usize,
+    margin: f64,
+    seed: u64,
+) -> Result<BTreeMap<Mode, CvMode>, String> {
+    let starts = meta.starts_by_mode()?;
+    let mut paths: Vec<&str> = rows.iter().map(|r| r.condition.as_str()).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    if folds < 2 || paths.len() < folds {
+        return Err(format!(
+            "cross-validation needs at least 2 folds and a path per fold ({} paths, {folds} folds)",
+            paths.len()
+        ));
+    }
+    let mut rng = ccp_algorithms::api::SplitMix64::new(seed);
+    for i in (1..paths.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        paths.swap(i, j);
+    }
+    let fold: HashMap<&str, usize> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (*p, i % folds))
+        .collect();
+    // Flows: (condition, seed, mode) -> (features, target -> score).
+    let mut flows: BTreeMap<(&str, u64, Mode), Flow<'_>> = BTreeMap::new();
+    for r in rows {
+        let e = flows
+            .entry((r.condition.as_str(), r.seed, r.mode))
+            .or_insert_with(|| (r.features, BTreeMap::new()));
+        e.1.insert(r.target.as_str(), r.score);
+    }
+    let mut out: BTreeMap<Mode, CvMode> = BTreeMap::new();
+    let (mut scores, mut names) = (Vec::new(), Vec::new());
+    for f in 0..folds {
+        let train: Vec<ProbeRow> = rows
+            .iter()
+            .filter(|r| fold[r.condition.as_str()] != f)
+            .cloned()
+            .collect();
+        let models = ProbeModels::train_bags(&gains(&train), meta.window, starts.clone(), bags)
+            .map_err(|e| format!("fold {f}: {e}"))?;
+        for ((cond, _, mode), (features, by_target)) in &flows {
+            if fold[cond] != f {
+                continue;
+            }
+            let Some(start) = starts.get(mode) else {
+                continue;
+            };
+            let Some(stay) = by_target.get(start.as_str()) else {
+                continue;
+            };
+            names.clear();
+            names.extend(by_target.keys().copied());
+            models.predict(*mode, &names, features, &mut scores);
+            let best = names
+                .iter()
+                .zip(&scores)
+                .filter(|(n, _)| **n != start.as_str())
+                .max_by(|a, b| a.1.total_cmp(b.1));
+            let m = out.entry(*mode).or_default();
+            m.flows += 1;
+            let oracle = by_target.values().map(|s| s - stay).fold(0.0, f64::max);
+            m.oracle += oracle;
+            if let Some((n, p)) = best
+                && *p > margin
+            {
+                let g = by_target[n] - stay;
+                m.gain += g;
+                m.moves += 1;
+                m.harmful += usize::from(g < 0.0);
+            }
+        }
+    }
+    for m in out.values_mut() {
+        let n = m.flows.max(1) as f64;
+        m.oracle /= n;
+        m.gain /= n;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -435,5 +575,36 @@ mod tests {
         assert_eq!(s[&Mode::Delay], "bbr");
         assert_eq!(s[&Mode::Throughput], "bbr");
         assert!(best_starts(&HashMap::new(), &c).is_err());
+    }
+
+    #[test]
+    fn cross_validation_holds_out_whole_paths_and_scores_the_moves_made() {
+        // Twenty paths: on half, Copa gains 0.5 (feature 0 high); elsewhere it loses 0.4.
+        let mut rows = Vec::new();
+        for p in 0..20 {
+            let high = p % 2 == 0;
+            for seed in 1..=8 {
+                for (target, score) in [("bbr", -1.0), ("copa", if high { -0.5 } else { -1.4 })] {
+                    let mut r = row(&format!("p{p}"), Mode::Default, target, score);
+                    r.seed = seed;
+                    r.features[0] = if high { 100.0 } else { 10.0 };
+                    rows.push(r);
+                }
+            }
+        }
+        let meta = ProbeMeta {
+            window: ProbeWindow::default(),
+            starts: BTreeMap::from([("default".to_string(), "bbr".to_string())]),
+        };
+        let cv = cross_validate(&rows, &meta, 5, 1, 0.1, 7).unwrap();
+        let m = &cv[&Mode::Default];
+        assert_eq!(m.flows, 160);
+        assert!((m.oracle - 0.25).abs() < 1e-9, "{m:?}");
+        // The held-out paths are told apart by feature 0: every move is right.
+        assert_eq!((m.moves, m.harmful), (80, 0), "{m:?}");
+        assert!((m.gain - 0.25).abs() < 1e-9, "{m:?}");
+        // Too few paths for the folds, or one fold: an error.
+        assert!(cross_validate(&rows[..16], &meta, 5, 1, 0.1, 7).is_err());
+        assert!(cross_validate(&rows, &meta, 1, 1, 0.1, 7).is_err());
     }
 }

@@ -220,4 +220,16 @@ fn refuses_data_that_does_not_fit(dir: &Path, data: &Path, models: &Path) {
     let o = eval(&no_bags, None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--bags"));
+    let one_fold = [
+        "train",
+        "probe",
+        data.to_str().unwrap(),
+        "--out",
+        models.to_str().unwrap(),
+        "--folds",
+        "1",
+    ];
+    let o = eval(&one_fold, None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--folds"));
 }
