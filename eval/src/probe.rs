@@ -459,13 +459,14 @@ pub fn cross_validate(
     }
     let mut out: BTreeMap<Mode, CvMode> = BTreeMap::new();
     let (mut scores, mut names) = (Vec::new(), Vec::new());
+    let samples = gains(rows);
     for f in 0..folds {
-        let train: Vec<ProbeRow> = rows
+        let train: Vec<ProbeSample> = samples
             .iter()
-            .filter(|r| fold[r.condition.as_str()] != f)
+            .filter(|s| fold[s.path.as_str()] != f)
             .cloned()
             .collect();
-        let models = ProbeModels::train_bags(&gains(&train), meta.window, starts.clone(), bags)
+        let models = ProbeModels::train_bags(&train, meta.window, starts.clone(), bags)
             .map_err(|e| format!("fold {f}: {e}"))?;
         for ((cond, _, mode), (features, by_target)) in &flows {
             if fold[cond] != f {

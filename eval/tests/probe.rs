@@ -193,43 +193,29 @@ fn refuses_data_that_does_not_fit(dir: &Path, data: &Path, models: &Path) {
     let o = eval(&both, None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("probe.json"));
-    // Three bags: three folders, and `run` reads them.
+    // Three bags: three folders.
     let bagged = dir.join("bagged");
-    let three = [
-        "train",
-        "probe",
-        data.to_str().unwrap(),
-        "--out",
-        bagged.to_str().unwrap(),
-        "--bags",
-        "3",
-    ];
-    let o = eval(&three, None);
+    let o = train_probe(data, &bagged, &["--bags", "3"]);
     ok(&o);
     assert!(String::from_utf8_lossy(&o.stdout).contains("bags: 3;"));
     assert!((0..3).all(|k| bagged.join(format!("bag{k}")).is_dir()));
-    let no_bags = [
-        "train",
-        "probe",
-        data.to_str().unwrap(),
-        "--out",
-        models.to_str().unwrap(),
-        "--bags",
-        "0",
-    ];
-    let o = eval(&no_bags, None);
+    let o = train_probe(data, models, &["--bags", "0"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--bags"));
-    let one_fold = [
+    let o = train_probe(data, models, &["--folds", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--folds"));
+}
+
+/// `ccp-eval train probe DATA --out OUT` with `extra` arguments.
+fn train_probe(data: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "train",
         "probe",
         data.to_str().unwrap(),
         "--out",
-        models.to_str().unwrap(),
-        "--folds",
-        "1",
+        out.to_str().unwrap(),
     ];
-    let o = eval(&one_fold, None);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--folds"));
+    args.extend_from_slice(extra);
+    eval(&args, None)
 }

@@ -330,6 +330,9 @@ impl ProbePolicy {
     /// The later choice, while pending: measures the report and, once the later models'
     /// window ended, chooses with them (a move ends the watch).
     fn look_later(&mut self, chosen: usize, f: &Features<'_>) -> usize {
+        if !self.later {
+            return chosen;
+        }
         let ProbeChoice::Predict {
             later: Some(models),
             ..
@@ -338,8 +341,8 @@ impl ProbePolicy {
             self.later = false;
             return chosen;
         };
-        // The watch moved the flow (or nothing is pending): no later choice.
-        if !self.later || chosen != self.initial {
+        // The watch moved the flow: no later choice.
+        if chosen != self.initial {
             self.later = false;
             return chosen;
         }
@@ -463,7 +466,7 @@ impl SelectionPolicy for ProbePolicy {
     fn decide(&mut self, f: &Features<'_>) -> Decision {
         let want = if let Some(c) = self.chosen {
             let c = self.watched(c, f);
-            if self.later { self.look_later(c, f) } else { c }
+            self.look_later(c, f)
         } else if let (Some(trial), Some(stage)) = (self.trial(), self.stage.as_mut()) {
             let flow = trial::TrialFlow {
                 trial: &trial,
