@@ -300,6 +300,7 @@ impl WindowRule for IllinoisRule {
     type Unit = Segments;
 
     const NAME: &'static str = IllinoisConfig::NAME;
+    const SLOW_START_UNTIL_LOSS: bool = true;
 
     fn adopt(&mut self, _w: &WindowState<Segments>, h: &Handoff) {
         self.base_rtt_us = h.min_rtt_us;
@@ -472,6 +473,7 @@ mod tests {
         let h = Handoff {
             cwnd_bytes: 50_000,
             in_first_slow_start: false,
+            last_loss_us: Some(0),
             min_rtt_us: 50_000,
             srtt_us: 60_000,
             ..Handoff::flow_start(&FlowStart {

@@ -94,6 +94,7 @@ impl WindowRule for RenoRule {
     type Unit = Bytes;
 
     const NAME: &'static str = RenoConfig::NAME;
+    const SLOW_START_UNTIL_LOSS: bool = true;
 
     fn adopt(&mut self, _w: &WindowState<Bytes>, _h: &Handoff) {
         self.ca_acked_bytes = 0;
@@ -278,6 +279,7 @@ mod tests {
             cwnd_bytes: 50_000,
             in_first_slow_start: false,
             ssthresh_bytes: u32::MAX,
+            last_loss_us: Some(0),
             ..Handoff::flow_start(&FlowStart {
                 sock_id: 1,
                 mss_bytes: MSS,
@@ -290,5 +292,35 @@ mod tests {
         assert_eq!(c.pacing, Some(Pacing::Unpaced));
         r.on_report(&report(50_000, 50_000));
         assert_eq!(r.cwnd_bytes(), 51_000);
+    }
+
+    #[test]
+    fn a_handoff_that_saw_no_loss_leaves_slow_start_running() {
+        // A predecessor that left slow start on a delay signal (Copa's handoff: the threshold
+        // at its window) and never saw a loss: only a loss sets Reno's threshold.
+        let mut r = reno(10);
+        let h = Handoff {
+            cwnd_bytes: 50_000,
+            in_first_slow_start: false,
+            ssthresh_bytes: 50_000,
+            last_loss_us: None,
+            ..Handoff::flow_start(&FlowStart {
+                sock_id: 1,
+                mss_bytes: MSS,
+                init_cwnd_bytes: 10 * MSS,
+                seed: 0,
+            })
+        };
+        assert_eq!(r.activate(&h).cwnd_bytes, Some(50_000));
+        assert_eq!(r.ssthresh_bytes(), u32::MAX);
+        assert!(r.handoff().in_first_slow_start);
+        r.on_report(&report(50_000, 50_000));
+        assert_eq!(r.cwnd_bytes(), 100_000, "doubles in a round trip");
+        r.on_report(&Measurement {
+            lost_pkts: 1,
+            ..report(100_000, 0)
+        });
+        assert!(!r.handoff().in_first_slow_start, "the first loss ends it");
+        assert_eq!(r.ssthresh_bytes(), 50_000);
     }
 }

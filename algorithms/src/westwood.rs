@@ -177,6 +177,7 @@ impl WindowRule for WestwoodRule {
     type Unit = Segments;
 
     const NAME: &'static str = WestwoodConfig::NAME;
+    const SLOW_START_UNTIL_LOSS: bool = true;
 
     fn adopt(&mut self, _w: &WindowState<Segments>, h: &Handoff) {
         self.bw = BandwidthEstimator::seeded(h.delivery_rate_bytes_per_sec);
@@ -333,6 +334,7 @@ mod tests {
         let h = Handoff {
             cwnd_bytes: 50_000,
             in_first_slow_start: false,
+            last_loss_us: Some(0),
             min_rtt_us: 50_000,
             srtt_us: 50_000,
             delivery_rate_bytes_per_sec: 1_000_000,

@@ -50,6 +50,13 @@ pub trait WindowRule: Debug + Clone + Send {
     /// Name the algorithm is registered under.
     const NAME: &'static str;
 
+    /// Whether only a loss sets this rule's slow-start threshold (the loss-based rules: RFC
+    /// 5681 §3.1 starts `ssthresh` arbitrarily high and lowers it on congestion). Such a rule
+    /// taking over a flow that has seen no loss keeps slow-starting from the handed-over
+    /// window, whatever signal ended its predecessor's slow start (a delay or bandwidth
+    /// estimate: Copa, BBR, Vegas, Vivace).
+    const SLOW_START_UNTIL_LOSS: bool = false;
+
     /// Resets the rule for a flow taken over from `h` (`w` has adopted it already).
     fn adopt(&mut self, w: &WindowState<Self::Unit>, h: &Handoff);
 
@@ -317,6 +324,15 @@ impl<R: WindowRule> WindowCore<R> {
     }
 
     fn adopt(&mut self, h: &Handoff) {
+        let h = &if R::SLOW_START_UNTIL_LOSS && h.last_loss_us.is_none() {
+            Handoff {
+                ssthresh_bytes: u32::MAX,
+                in_first_slow_start: true,
+                ..*h
+            }
+        } else {
+            *h
+        };
         self.state = WindowState::adopted(self.state.mss_bytes, h);
         self.rule.adopt(&self.state, h);
     }

@@ -287,6 +287,7 @@ impl WindowRule for CubicRule {
     type Unit = Segments;
 
     const NAME: &'static str = CubicConfig::NAME;
+    const SLOW_START_UNTIL_LOSS: bool = true;
 
     fn adopt(&mut self, w: &WindowState<Segments>, h: &Handoff) {
         self.w_max = 0.0;

@@ -219,6 +219,7 @@ fn adopting_a_handoff_outside_slow_start_does_not_restart_it() {
         now_us: 10_000_000,
         cwnd_bytes: 80 * MSS,
         in_first_slow_start: false,
+        last_loss_us: Some(9_000_000),
         srtt_us: 100_000,
         ..c.handoff()
     };
@@ -229,6 +230,26 @@ fn adopting_a_handoff_outside_slow_start_does_not_restart_it() {
     let w = c.cwnd_segments();
     assert!((80.0..82.0).contains(&w), "grows slowly, not doubling: {w}");
     assert!(!c.handoff().in_first_slow_start);
+}
+
+#[test]
+fn adopting_a_handoff_that_saw_no_loss_keeps_slow_starting() {
+    // Copa or BBR left slow start on their own signal; Cubic's threshold comes from a loss.
+    let mut c = cubic();
+    let h = Handoff {
+        now_us: 10_000_000,
+        cwnd_bytes: 80 * MSS,
+        ssthresh_bytes: 80 * MSS,
+        in_first_slow_start: false,
+        last_loss_us: None,
+        srtt_us: 100_000,
+        ..c.handoff()
+    };
+    assert_eq!(c.activate(&h).cwnd_bytes, Some(80 * MSS));
+    c.on_report(&report(10_100_000, 80));
+    let w = c.cwnd_segments();
+    assert!((159.0..=160.0).contains(&w), "doubles: {w}");
+    assert!(c.handoff().in_first_slow_start);
 }
 
 fn linux() -> Cubic {

@@ -328,6 +328,7 @@ mod tests {
         alg.activate(&Handoff {
             ssthresh_bytes: 20 * MSS,
             in_first_slow_start: false,
+            last_loss_us: Some(0),
             cwnd_bytes: 20 * MSS,
             ..Handoff::flow_start(&start())
         });

@@ -18,6 +18,7 @@ fn in_avoidance(cfg: &RlTcpConfig, seed: u64, cwnd: u32) -> RlTcp {
         cwnd_bytes: cwnd * MSS,
         ssthresh_bytes: cwnd * MSS,
         in_first_slow_start: false,
+        last_loss_us: Some(0),
         srtt_us: 100_000,
         min_rtt_us: 100_000,
         ..Handoff::flow_start(&start(seed))
