@@ -228,8 +228,8 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 /// decision and no dwell to deploy it as evaluated (the loss hold may stay).
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     use ccp_selector::probe::{
-        DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, default_handovers, default_trial,
-        default_watch,
+        DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, default_gates, default_handovers,
+        default_trial, default_watch,
     };
     let model_err = |message: String| model_error("probe", message);
     let dir = ctx.model_path("probe", "probe")?;
@@ -249,6 +249,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             watch: default_watch(),
             handovers: default_handovers(),
             later,
+            gates: default_gates(),
         },
         modes(ctx.preferences),
     );

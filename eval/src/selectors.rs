@@ -260,6 +260,39 @@ pub fn probe_handovers() -> Vec<probe::Handover> {
     }
 }
 
+/// The queue gates `selector-probe` flows pass: `CCP_PROBE_GATE` (`off`, or specs
+/// `<candidate>:<ratio>` separated by commas, e.g. `arc:1.3`), else the deployed ones.
+pub fn probe_gates() -> Vec<probe::QueueGate> {
+    match std::env::var("CCP_PROBE_GATE") {
+        Ok(value) => gates_from(&value, &candidate_names()).unwrap_or_else(|e| {
+            report_once(&format!("CCP_PROBE_GATE={value:?} ignored: {e}"));
+            probe::default_gates()
+        }),
+        Err(_) => probe::default_gates(),
+    }
+}
+
+/// The gates `value` asks for (`off`: none), or why it cannot be used.
+fn gates_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::QueueGate>, String> {
+    if value.trim() == "off" {
+        return Ok(Vec::new());
+    }
+    let gates = value
+        .split(',')
+        .map(probe::QueueGate::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(g) = gates
+        .iter()
+        .find(|g| !candidates.contains(&g.candidate.as_str()))
+    {
+        return Err(format!(
+            "{:?} is not a candidate ({candidates:?})",
+            g.candidate
+        ));
+    }
+    Ok(gates)
+}
+
 /// The hand-overs `value` asks for (`off`: none), or why it cannot be used.
 fn handovers_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::Handover>, String> {
     if value.trim() == "off" {
@@ -648,6 +681,7 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
                 watch: probe_watch(),
                 handovers: probe_handovers(),
                 later: probe_later(),
+                gates: probe_gates(),
             },
             &log,
             port,
@@ -802,5 +836,21 @@ mod tests {
         assert!(e.contains("\"vegsa\" is not a candidate"), "{e}");
         let e = handovers_from("delay=vegas>copa", &names).unwrap_err();
         assert!(e.contains("not <mode>"), "{e}");
+    }
+
+    #[test]
+    fn gate_values_name_candidates_or_say_why_not() {
+        let names = candidate_names();
+        assert_eq!(gates_from("off", &names), Ok(Vec::new()));
+        let two = gates_from("arc:1.3, bbr:2", &names).unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(
+            (two[0].candidate.as_str(), two[0].min_drained),
+            ("arc", 1.3)
+        );
+        let e = gates_from("acr:1.3", &names).unwrap_err();
+        assert!(e.contains("\"acr\" is not a candidate"), "{e}");
+        let e = gates_from("arc=1.3", &names).unwrap_err();
+        assert!(e.contains("not <candidate>:<ratio>"), "{e}");
     }
 }

@@ -132,6 +132,52 @@ pub fn default_handovers() -> Vec<Handover> {
     }]
 }
 
+/// A candidate a default-mode flow moves to at the probe's end only when its queue never
+/// drained during the probe (`rtt_ratio_drained` at least `min_drained`): one that pays
+/// against competing flows, whose queue does not drain, and loses on a path of the flow's own.
+/// ARC looked like one (on the validation sets and the first test set its moves earned +16.7
+/// in competition and lost 5.4 in the other classes), but a gate on it at 1.1-1.3 kept only
+/// the WAN flows off it: web flows share their path and a changing path's longer RTT looks
+/// like a queue, so it gained a point of headroom at most and is not deployed
+/// (`docs/selector/measured-not-deployed.md`, "A standing queue for moves to ARC").
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueGate {
+    /// The candidate gated.
+    pub candidate: String,
+    /// The least `rtt_ratio_drained` (the RTT over its floor where the queue drained most)
+    /// that lets a flow move to it.
+    pub min_drained: f64,
+}
+
+impl QueueGate {
+    /// Parses `<candidate>:<ratio>`, e.g. `arc:1.3` (a ratio of at least 1).
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let err = || format!("{spec:?}: not <candidate>:<ratio>, e.g. arc:1.3");
+        let (candidate, ratio) = spec.trim().split_once(':').ok_or_else(err)?;
+        let min_drained: f64 = ratio.trim().parse().map_err(|_| err())?;
+        if candidate.trim().is_empty() || !(min_drained >= 1.0 && min_drained.is_finite()) {
+            return Err(err());
+        }
+        Ok(Self {
+            candidate: candidate.trim().to_string(),
+            min_drained,
+        })
+    }
+
+    /// Whether the gate keeps a flow with features `x` off `candidate`.
+    fn blocks(&self, candidate: &str, x: &[f64; N_FEATURES]) -> bool {
+        candidate == self.candidate && !(x[DRAINED] >= self.min_drained)
+    }
+}
+
+/// Where `rtt_ratio_drained` is in [`FEATURE_NAMES`] (checked by a test).
+pub(crate) const DRAINED: usize = N_FEATURES - 1;
+
+/// The gates deployed flows pass: none (measured, not deployed: [`QueueGate`]).
+pub fn default_gates() -> Vec<QueueGate> {
+    Vec::new()
+}
+
 /// The features of one flow's probe, recorded for training.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProbeRecord {
@@ -168,6 +214,8 @@ pub enum ProbeChoice {
         /// end, as deployed: a 5-s window measured better in cross-validation and on the
         /// validation sets but not on the test set (`docs/selector.md`, "A later choice").
         later: Option<Arc<ProbeModels>>,
+        /// Candidates a default-mode flow moves to only over a standing queue ([`QueueGate`]).
+        gates: Vec<QueueGate>,
     },
     /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
     /// it is the start), and record the probe's features in `sink`.
@@ -404,6 +452,7 @@ impl ProbePolicy {
             ProbeChoice::Predict {
                 models: own,
                 margin,
+                gates,
                 ..
             } => {
                 let models = models.unwrap_or(own);
@@ -423,9 +472,16 @@ impl ProbePolicy {
                     .unwrap_or(f64::NEG_INFINITY);
                 // The best other candidate (a negative margin proposes it even when it is
                 // predicted slightly worse: a trial measures it before the flow keeps it).
+                let gated = |i: usize| {
+                    self.mode == Mode::Default
+                        && self
+                            .names
+                            .get(i)
+                            .is_some_and(|n| gates.iter().any(|g| g.blocks(n, &x)))
+                };
                 let mut best = current;
                 for (i, s) in self.scores.iter().enumerate() {
-                    if i != current && (best == current || *s > self.scores[best]) {
+                    if i != current && !gated(i) && (best == current || *s > self.scores[best]) {
                         best = i;
                     }
                 }

@@ -274,6 +274,7 @@ fn predicting(models: Arc<ProbeModels>, margin: f64) -> Arc<Probe> {
             watch: None,
             handovers: Vec::new(),
             later: None,
+            gates: Vec::new(),
         },
         HashMap::new(),
     )
@@ -413,6 +414,7 @@ fn a_delay_sensitive_flow_keeps_its_start_whatever_the_models_predict() {
             watch: None,
             handovers: Vec::new(),
             later: None,
+            gates: Vec::new(),
         },
         HashMap::from([(5001, Mode::Delay)]),
     );
@@ -447,6 +449,7 @@ fn handing_over(handovers: Vec<Handover>) -> Arc<Probe> {
             watch: None,
             handovers,
             later: None,
+            gates: Vec::new(),
         },
         HashMap::from([(5001, Mode::Delay)]),
     )
@@ -501,6 +504,61 @@ fn a_handover_starts_a_flow_on_its_start_and_moves_it_at_the_probes_end() {
     );
 }
 
+fn gated(gates: Vec<QueueGate>) -> Arc<Probe> {
+    Probe::new(
+        ProbeChoice::Predict {
+            models: one_second_models(),
+            margin: DEFAULT_MARGIN,
+            trial: None,
+            watch: None,
+            handovers: Vec::new(),
+            later: None,
+            gates,
+        },
+        HashMap::new(),
+    )
+}
+
+#[test]
+fn a_gated_candidate_needs_a_queue_that_never_drained() {
+    assert_eq!(FEATURE_NAMES[DRAINED], "rtt_ratio_drained");
+    // The variable path on which a flow moves to Copa (+0.3 predicted): its queue drains
+    // (the RTT is at its floor), so a gate on Copa at 1.3 keeps the flow on its start (the
+    // next best, Vegas, is predicted to lose), and one at 1.0 or on Vegas does not.
+    for (gate, moves) in [("copa:1.3", false), ("copa:1", true), ("vegas:1.3", true)] {
+        let probe = gated(vec![QueueGate::parse(gate).unwrap()]);
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 40, 0.5);
+        let e = p.explain().unwrap();
+        assert!((e.features[DRAINED] - 1.0).abs() < 1e-9, "{:?}", e.features);
+        assert_eq!(
+            d.iter().any(|d| *d == Decision::SwitchTo(1)),
+            moves,
+            "{gate}: {d:?}"
+        );
+        assert_eq!(current, if moves { 1 } else { 0 }, "{gate}");
+        assert!(e.scores[1] > 0.2, "Copa still scored: {:?}", e.scores);
+    }
+}
+
+#[test]
+fn queue_gate_specs_parse_or_say_why_not() {
+    assert_eq!(
+        QueueGate::parse(" arc : 1.3 "),
+        Ok(QueueGate {
+            candidate: "arc".into(),
+            min_drained: 1.3,
+        })
+    );
+    for bad in [
+        "arc", "arc:", ":1.3", "arc:x", "arc:0.5", "arc:inf", "arc:NaN",
+    ] {
+        let e = QueueGate::parse(bad).unwrap_err();
+        assert!(e.contains("not <candidate>:<ratio>"), "{bad}: {e}");
+    }
+}
+
 #[test]
 fn handover_specs_parse_or_say_why_not() {
     assert_eq!(
@@ -544,6 +602,7 @@ fn the_preference_mode_comes_from_the_port() {
             watch: None,
             handovers: Vec::new(),
             later: None,
+            gates: Vec::new(),
         },
         HashMap::from([(5001, Mode::Delay)]),
     );
@@ -616,6 +675,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
             watch: None,
             handovers: Vec::new(),
             later: None,
+            gates: Vec::new(),
         },
         HashMap::new(),
     );
@@ -665,6 +725,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
             watch: None,
             handovers: Vec::new(),
             later: None,
+            gates: Vec::new(),
         },
         HashMap::new(),
     );
@@ -717,6 +778,7 @@ fn watching(watch: Watch) -> Arc<Probe> {
             watch: Some(watch),
             handovers: Vec::new(),
             later: None,
+            gates: Vec::new(),
         },
         HashMap::from([(5001, Mode::Delay)]),
     )
@@ -787,6 +849,7 @@ fn looking_later(later: Option<Arc<ProbeModels>>, prefs: HashMap<u32, Mode>) -> 
             watch: None,
             handovers: Vec::new(),
             later,
+            gates: Vec::new(),
         },
         prefs,
     )
@@ -855,6 +918,7 @@ fn the_watch_and_the_later_choice_the_first_to_come_decides() {
                 }),
                 handovers: Vec::new(),
                 later: Some(later_models(later_ms)),
+                gates: Vec::new(),
             },
             HashMap::new(),
         )
