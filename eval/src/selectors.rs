@@ -251,65 +251,68 @@ fn report_once(message: &str) {
 /// candidates of [`candidate_names`]), else [`probe::default_handovers`]. A value that cannot
 /// be used is reported and ignored.
 pub fn probe_handovers() -> Vec<probe::Handover> {
-    match std::env::var("CCP_PROBE_HANDOVER") {
-        Ok(value) => handovers_from(&value, &candidate_names()).unwrap_or_else(|e| {
-            report_once(&format!("CCP_PROBE_HANDOVER={value:?} ignored: {e}"));
-            probe::default_handovers()
+    specs_from_env(
+        "CCP_PROBE_HANDOVER",
+        handovers_from,
+        probe::default_handovers,
+    )
+}
+
+/// The queue gates `selector-probe` flows pass: `$CCP_PROBE_GATE` = `off` (none) or
+/// comma-separated specs of [`probe::QueueGate::parse`] (`<candidate>:<ratio>`, e.g.
+/// `arc:1.3`), else [`probe::default_gates`]. A value that cannot be used is reported and
+/// ignored.
+pub fn probe_gates() -> Vec<probe::QueueGate> {
+    specs_from_env("CCP_PROBE_GATE", gates_from, probe::default_gates)
+}
+
+/// The specs `var` asks for, read by `from` over [`candidate_names`], else `default`.
+fn specs_from_env<T>(
+    var: &str,
+    from: fn(&str, &[&str]) -> Result<Vec<T>, String>,
+    default: fn() -> Vec<T>,
+) -> Vec<T> {
+    match std::env::var(var) {
+        Ok(value) => from(&value, &candidate_names()).unwrap_or_else(|e| {
+            report_once(&format!("{var}={value:?} ignored: {e}"));
+            default()
         }),
-        Err(_) => probe::default_handovers(),
+        Err(_) => default(),
     }
 }
 
-/// The queue gates `selector-probe` flows pass: `CCP_PROBE_GATE` (`off`, or specs
-/// `<candidate>:<ratio>` separated by commas, e.g. `arc:1.3`), else the deployed ones.
-pub fn probe_gates() -> Vec<probe::QueueGate> {
-    match std::env::var("CCP_PROBE_GATE") {
-        Ok(value) => gates_from(&value, &candidate_names()).unwrap_or_else(|e| {
-            report_once(&format!("CCP_PROBE_GATE={value:?} ignored: {e}"));
-            probe::default_gates()
-        }),
-        Err(_) => probe::default_gates(),
+/// The specs of a comma-separated `value` (`off`: none), each parsed by `parse` and naming
+/// only `candidates` (those `named` gives), or why they cannot be used.
+fn specs<T>(
+    value: &str,
+    candidates: &[&str],
+    parse: fn(&str) -> Result<T, String>,
+    named: fn(&T) -> Vec<&str>,
+) -> Result<Vec<T>, String> {
+    if value.trim() == "off" {
+        return Ok(Vec::new());
     }
+    let specs = value.split(',').map(parse).collect::<Result<Vec<_>, _>>()?;
+    for name in specs.iter().flat_map(named) {
+        if !candidates.contains(&name) {
+            return Err(format!("{name:?} is not a candidate ({candidates:?})"));
+        }
+    }
+    Ok(specs)
 }
 
 /// The gates `value` asks for (`off`: none), or why it cannot be used.
 fn gates_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::QueueGate>, String> {
-    if value.trim() == "off" {
-        return Ok(Vec::new());
-    }
-    let gates = value
-        .split(',')
-        .map(probe::QueueGate::parse)
-        .collect::<Result<Vec<_>, _>>()?;
-    if let Some(g) = gates
-        .iter()
-        .find(|g| !candidates.contains(&g.candidate.as_str()))
-    {
-        return Err(format!(
-            "{:?} is not a candidate ({candidates:?})",
-            g.candidate
-        ));
-    }
-    Ok(gates)
+    specs(value, candidates, probe::QueueGate::parse, |g| {
+        vec![g.candidate.as_str()]
+    })
 }
 
 /// The hand-overs `value` asks for (`off`: none), or why it cannot be used.
 fn handovers_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::Handover>, String> {
-    if value.trim() == "off" {
-        return Ok(Vec::new());
-    }
-    let handovers = value
-        .split(',')
-        .map(probe::Handover::parse)
-        .collect::<Result<Vec<_>, _>>()?;
-    for h in &handovers {
-        for name in [&h.start, &h.then] {
-            if !candidates.contains(&name.as_str()) {
-                return Err(format!("{name:?} is not a candidate ({candidates:?})"));
-            }
-        }
-    }
-    Ok(handovers)
+    specs(value, candidates, probe::Handover::parse, |h| {
+        vec![h.start.as_str(), h.then.as_str()]
+    })
 }
 
 /// What `selector-probe-explore` does in the runs that follow: start on `start`, switch to
