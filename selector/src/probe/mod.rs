@@ -155,7 +155,7 @@ impl QueueGate {
         let err = || format!("{spec:?}: not <candidate>:<ratio>, e.g. arc:1.3");
         let (candidate, ratio) = spec.trim().split_once(':').ok_or_else(err)?;
         let min_drained: f64 = ratio.trim().parse().map_err(|_| err())?;
-        if candidate.trim().is_empty() || !(min_drained >= 1.0 && min_drained.is_finite()) {
+        if candidate.trim().is_empty() || min_drained < 1.0 || !min_drained.is_finite() {
             return Err(err());
         }
         Ok(Self {
@@ -166,7 +166,7 @@ impl QueueGate {
 
     /// Whether the gate keeps a flow with features `x` off `candidate`.
     fn blocks(&self, candidate: &str, x: &[f64; N_FEATURES]) -> bool {
-        candidate == self.candidate && !(x[DRAINED] >= self.min_drained)
+        candidate == self.candidate && (x[DRAINED] < self.min_drained || x[DRAINED].is_nan())
     }
 }
 
