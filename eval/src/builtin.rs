@@ -46,6 +46,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-train.toml"),
     ),
     (
+        "selection-train2",
+        include_str!("../scenarios/selection-train2.toml"),
+    ),
+    (
         "competition-train",
         include_str!("../scenarios/competition-train.toml"),
     ),

@@ -188,11 +188,14 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// test set; its trace segments come from the same held-out quarter as the first's. The second
 /// validation set (`selection-val2`, three times the conditions) shares nothing with the others
 /// but trace seconds with the first validation set (the same third quarter of each recording).
+/// The second training set (`selection-train2`) shares nothing with the others but trace
+/// seconds with the first (the same first half of each recording).
 #[test]
 fn the_sets_share_no_path_seed_or_trace_second() {
     let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
-    let (train, val, test, test2, val2) = (
+    let (train, train2, val, test, test2, val2) = (
         load("selection-train"),
+        load("selection-train2"),
         load("selection-bench"),
         load("selection-bench-test"),
         load("selection-bench-test2"),
@@ -222,8 +225,13 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         classes(&train).keys().collect::<Vec<_>>(),
         classes(&val).keys().collect::<Vec<_>>()
     );
+    assert_eq!(
+        classes(&train2),
+        classes(&train),
+        "as many conditions per class"
+    );
     assert!(val.seeds.len() >= 3 && test.seeds.len() >= 3 && test2.seeds.len() >= 3);
-    let sets = [&train, &val, &test, &test2, &val2];
+    let sets = [&train, &train2, &val, &test, &test2, &val2];
     for (i, a) in sets.iter().enumerate() {
         for b in &sets[i + 1..] {
             assert!(
@@ -250,8 +258,9 @@ fn the_sets_share_no_path_seed_or_trace_second() {
     no_trace_second_in_two(&sets);
 }
 
-/// No second of a recorded trace is replayed by two of `sets`, but for the two test sets and
-/// the two validation sets (each pair drawn from the same quarter of every recording).
+/// No second of a recorded trace is replayed by two of `sets`, but for the two training sets,
+/// the two test sets and the two validation sets (each pair drawn from the same share of every
+/// recording).
 fn no_trace_second_in_two(sets: &[&Scenario]) {
     // Trace segments: [offset, offset + duration) of each recording, per set (from the files:
     // a loaded scenario holds the trace already rotated).
@@ -287,9 +296,10 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
             let pair = [sets[i].name.as_str(), sets[j].name.as_str()];
             if pair == ["selection-bench-test", "selection-bench-test2"]
                 || pair == ["selection-bench", "selection-val2"]
+                || pair == ["selection-train", "selection-train2"]
             {
-                // The two test sets, and the two validation sets: each pair drawn from the
-                // same quarter.
+                // The two test sets, the two validation sets and the two training sets: each
+                // pair drawn from the same share.
                 continue;
             }
             for (f, lo, hi) in b {
