@@ -52,9 +52,10 @@ pub trait WindowRule: Debug + Clone + Send {
 
     /// Whether only a loss sets this rule's slow-start threshold (the loss-based rules: RFC
     /// 5681 §3.1 starts `ssthresh` arbitrarily high and lowers it on congestion). Such a rule
-    /// taking over a flow that has seen no loss keeps slow-starting from the handed-over
-    /// window, whatever signal ended its predecessor's slow start (a delay or bandwidth
-    /// estimate: Copa, BBR, Vegas, Vivace).
+    /// taking over a flow whose predecessor left its first slow start without a loss (on a
+    /// delay or bandwidth estimate: Copa, BBR, Vegas, Vivace) keeps slow-starting from the
+    /// handed-over window. A handoff still in its first slow start is taken as it is, with
+    /// its threshold (C2TCP restarts its Cubic so, towards a threshold it set).
     const SLOW_START_UNTIL_LOSS: bool = false;
 
     /// Resets the rule for a flow taken over from `h` (`w` has adopted it already).
@@ -324,7 +325,7 @@ impl<R: WindowRule> WindowCore<R> {
     }
 
     fn adopt(&mut self, h: &Handoff) {
-        let h = &if R::SLOW_START_UNTIL_LOSS && h.last_loss_us.is_none() {
+        let h = &if R::SLOW_START_UNTIL_LOSS && !h.in_first_slow_start && h.last_loss_us.is_none() {
             Handoff {
                 ssthresh_bytes: u32::MAX,
                 in_first_slow_start: true,
