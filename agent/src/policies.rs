@@ -231,13 +231,13 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
         DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, default_gates, default_handovers,
         default_trial, default_watch,
     };
-    let model_err = |message: String| model_error("probe", message);
-    let dir = ctx.model_path("probe", "probe")?;
-    let models = ProbeModels::load(&dir).map_err(|e| model_err(e.to_string()))?;
+    let load = |dir: &std::path::Path| {
+        ProbeModels::load(dir).map_err(|e| model_error("probe", e.to_string()))
+    };
+    let models = load(&ctx.model_path("probe", "probe")?)?;
     let later_dir = ctx.model_path("probe", "probe-later")?;
     let later = if later_dir.exists() {
-        let m = ProbeModels::load(&later_dir).map_err(|e| model_err(e.to_string()))?;
-        Some(Arc::new(m))
+        Some(Arc::new(load(&later_dir)?))
     } else {
         None
     };

@@ -7,6 +7,31 @@ use super::*;
 
 const NAMES: [&str; 3] = ["bbr", "copa", "vegas"];
 
+/// `ProbeChoice::Predict` on `models` with the default margin and nothing else (no trial,
+/// watch, hand-over, later models or gates), then the fields named set: `predict!(m, watch:
+/// Some(w))`.
+macro_rules! predict {
+    ($models:expr $(, $field:ident: $value:expr)* $(,)?) => {{
+        #[allow(unused_mut)]
+        let mut choice = ProbeChoice::Predict {
+            models: $models,
+            margin: DEFAULT_MARGIN,
+            trial: None,
+            watch: None,
+            handovers: Vec::new(),
+            later: None,
+            gates: Vec::new(),
+        };
+        $(
+            let value = $value;
+            if let ProbeChoice::Predict { $field: slot, .. } = &mut choice {
+                *slot = value;
+            }
+        )*
+        choice
+    }};
+}
+
 /// Synthetic training data: Copa gains 0.3 on a variable delivery rate (feature 8 > 0.3) and
 /// loses 0.2 elsewhere; Vegas gains 0.2 where the queue grew past twice the base RTT
 /// (feature 2 > 2) and loses 0.1 elsewhere.
@@ -266,18 +291,7 @@ fn o_write(
 /// A probe policy over `models` with `margin`: no trial, watch, hand-over or later models, and
 /// no preference ports.
 fn predicting(models: Arc<ProbeModels>, margin: f64) -> Arc<Probe> {
-    Probe::new(
-        ProbeChoice::Predict {
-            models,
-            margin,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-            gates: Vec::new(),
-        },
-        HashMap::new(),
-    )
+    Probe::new(predict!(models, margin: margin), HashMap::new())
 }
 
 /// Feeds `reports` reports of a steady 10 Mbit/s, 50 ms path (rate variability `cv`: every
@@ -407,15 +421,7 @@ fn a_forced_flow_records_its_probe_and_switches_to_its_target() {
 #[test]
 fn a_delay_sensitive_flow_keeps_its_start_whatever_the_models_predict() {
     let probe = Probe::new(
-        ProbeChoice::Predict {
-            models: one_second_models(),
-            margin: DEFAULT_MARGIN,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-            gates: Vec::new(),
-        },
+        predict!(one_second_models()),
         HashMap::from([(5001, Mode::Delay)]),
     );
     let ctx = FlowContext {
@@ -442,15 +448,7 @@ fn a_delay_sensitive_flow_keeps_its_start_whatever_the_models_predict() {
 
 fn handing_over(handovers: Vec<Handover>) -> Arc<Probe> {
     Probe::new(
-        ProbeChoice::Predict {
-            models: one_second_models(),
-            margin: DEFAULT_MARGIN,
-            trial: Some(Trial::default()),
-            watch: None,
-            handovers,
-            later: None,
-            gates: Vec::new(),
-        },
+        predict!(one_second_models(), trial: Some(Trial::default()), handovers: handovers),
         HashMap::from([(5001, Mode::Delay)]),
     )
 }
@@ -505,18 +503,7 @@ fn a_handover_starts_a_flow_on_its_start_and_moves_it_at_the_probes_end() {
 }
 
 fn gated(gates: Vec<QueueGate>) -> Arc<Probe> {
-    Probe::new(
-        ProbeChoice::Predict {
-            models: one_second_models(),
-            margin: DEFAULT_MARGIN,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-            gates,
-        },
-        HashMap::new(),
-    )
+    Probe::new(predict!(one_second_models(), gates: gates), HashMap::new())
 }
 
 #[test]
@@ -590,18 +577,7 @@ fn the_preference_mode_comes_from_the_port() {
         })
         .unwrap(),
     );
-    let probe = Probe::new(
-        ProbeChoice::Predict {
-            models,
-            margin: DEFAULT_MARGIN,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-            gates: Vec::new(),
-        },
-        HashMap::from([(5001, Mode::Delay)]),
-    );
+    let probe = Probe::new(predict!(models), HashMap::from([(5001, Mode::Delay)]));
     let mut ctx = FlowContext::for_candidates(&NAMES);
     ctx.dst_port = 5001;
     let p = probe.policy(&ctx);
@@ -663,18 +639,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
         min_gain: 0.0,
         confident_gain: f64::INFINITY,
     };
-    let probe = Probe::new(
-        ProbeChoice::Predict {
-            models: models.clone(),
-            margin: DEFAULT_MARGIN,
-            trial: Some(trial),
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-            gates: Vec::new(),
-        },
-        HashMap::new(),
-    );
+    let probe = Probe::new(predict!(models.clone(), trial: Some(trial)), HashMap::new());
     // The models propose Copa (index 1) on a variable rate; Copa delivers 1.5x here.
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     let mut current = p.initial();
@@ -711,18 +676,13 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
 
     // A proposal predicted to gain more than `confident_gain` is kept without a trial.
     let sure = Probe::new(
-        ProbeChoice::Predict {
+        predict!(
             models,
-            margin: DEFAULT_MARGIN,
             trial: Some(Trial {
                 confident_gain: 0.1,
                 ..trial
             }),
-            watch: None,
-            handovers: Vec::new(),
-            later: None,
-            gates: Vec::new(),
-        },
+        ),
         HashMap::new(),
     );
     let mut p = sure.policy(&FlowContext::for_candidates(&NAMES));
@@ -767,15 +727,7 @@ fn feed_queue(p: &mut ProbePolicy, lost_pkts: u64) -> Option<(u64, usize, bool)>
 
 fn watching(watch: Watch) -> Arc<Probe> {
     Probe::new(
-        ProbeChoice::Predict {
-            models: one_second_models(),
-            margin: DEFAULT_MARGIN,
-            trial: None,
-            watch: Some(watch),
-            handovers: Vec::new(),
-            later: None,
-            gates: Vec::new(),
-        },
+        predict!(one_second_models(), watch: Some(watch)),
         HashMap::from([(5001, Mode::Delay)]),
     )
 }
@@ -837,18 +789,7 @@ fn later_models(min_ms: u64) -> Arc<ProbeModels> {
 }
 
 fn looking_later(later: Option<Arc<ProbeModels>>, prefs: HashMap<u32, Mode>) -> Arc<Probe> {
-    Probe::new(
-        ProbeChoice::Predict {
-            models: one_second_models(),
-            margin: DEFAULT_MARGIN,
-            trial: None,
-            watch: None,
-            handovers: Vec::new(),
-            later,
-            gates: Vec::new(),
-        },
-        prefs,
-    )
+    Probe::new(predict!(one_second_models(), later: later), prefs)
 }
 
 #[test]
@@ -904,18 +845,14 @@ fn default_mode_flows_choose_with_the_later_models_at_their_window() {
 fn the_watch_and_the_later_choice_the_first_to_come_decides() {
     let probe = |later_ms: u64| {
         Probe::new(
-            ProbeChoice::Predict {
-                models: one_second_models(),
-                margin: DEFAULT_MARGIN,
-                trial: None,
+            predict!(
+                one_second_models(),
                 watch: Some(Watch {
                     target: "copa".into(),
                     ..Watch::default()
                 }),
-                handovers: Vec::new(),
                 later: Some(later_models(later_ms)),
-                gates: Vec::new(),
-            },
+            ),
             HashMap::new(),
         )
     };
