@@ -46,6 +46,18 @@ struct Cli {
     spin_us: Option<u64>,
 }
 
+/// Why `--alg alg` cannot run as meant, if it cannot: its learned model is missing, or (for
+/// the selector) a candidate's is, which would run as its fallback rule.
+fn unready(alg: &str, candidates: &[&'static str]) -> Option<String> {
+    let registry = ccp_algorithms::registry::global();
+    if alg == crate::agent::SELECTOR {
+        return registry.unready(candidates.iter().copied());
+    }
+    registry
+        .get(alg)
+        .and_then(|entry| entry.config.ready().err())
+}
+
 /// Runs `ccp-agent` with `registry` as the process's algorithms (parsing the command line):
 /// the binary passes the built-in suite; a researcher's crate passes the suite and its own
 /// algorithm (`examples/custom-cca`).
@@ -105,10 +117,7 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
         }
     };
     // An algorithm that cannot run as meant (a learned model missing) says so before serving.
-    if let Some(Err(e)) = ccp_algorithms::registry::global()
-        .get(&cli.alg)
-        .map(|entry| entry.config.ready())
-    {
+    if let Some(e) = unready(&cli.alg, state.candidates()) {
         eprintln!("ccp-agent: --alg {}: {e}", cli.alg);
         return ExitCode::from(2);
     }

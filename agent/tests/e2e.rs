@@ -117,6 +117,17 @@ fn a_bad_config_at_start_exits_2_naming_the_field() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A selector candidate without its model (ARC's actor) is refused by name: it would run
+    // as its fallback rule.
+    let out = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args(["--ipc", "unix", "--alg", "selector", "--name"])
+        .arg(format!("agent-e2e-{}-unready", std::process::id()))
+        .env("CCP_ARC_MODEL", dir.join("no-actor.onnx"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--alg selector: candidate arc: "), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -5,8 +5,9 @@
 //! `ort` is built with `load-dynamic`: `libonnxruntime.so` is opened at run time, once per
 //! process. [`resolve_library`] finds it: `ORT_DYLIB_PATH` if set, else
 //! `onnxruntime/capi/libonnxruntime.so*` under `.venv/lib/python3*/site-packages/` of the current
-//! directory or one of its ancestors (the workspace `.venv` that `make venv` fills from the
-//! pinned `onnxruntime` wheel from the Python package index). A missing or unloadable library is
+//! directory or one of its ancestors, else of the workspace the crate was built in (the
+//! workspace `.venv` that `make venv` fills from the pinned `onnxruntime` wheel from the Python
+//! package index). A missing or unloadable library is
 //! a [`RuntimeError`], never a panic.
 
 use std::fmt::Write as _;
@@ -61,7 +62,7 @@ pub fn resolve_library(explicit: Option<&Path>) -> Result<PathBuf, RuntimeError>
     }
     let mut searched = String::new();
     let cwd = std::env::current_dir().map_err(|e| RuntimeError::CurrentDir(e.to_string()))?;
-    for dir in cwd.ancestors() {
+    for dir in venv_homes(&cwd) {
         let lib = dir.join(".venv").join("lib");
         let _ = write!(
             searched,
@@ -75,6 +76,19 @@ pub fn resolve_library(explicit: Option<&Path>) -> Result<PathBuf, RuntimeError>
     Err(RuntimeError::LibraryNotFound {
         searched: format!("{DYLIB_ENV} unset; {searched}"),
     })
+}
+
+/// Where a `.venv` is looked for, in order: `cwd` and its ancestors, then the workspace this
+/// crate was built in (so a tool of the checkout, run from any directory, finds the checkout's
+/// `.venv`: without it a selector run outside the checkout lost ARC to its fallback rule).
+fn venv_homes(cwd: &Path) -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = cwd.ancestors().map(Path::to_path_buf).collect();
+    if let Some(workspace) = Path::new(env!("CARGO_MANIFEST_DIR")).parent()
+        && !homes.iter().any(|h| h == workspace)
+    {
+        homes.push(workspace.to_path_buf());
+    }
+    homes
 }
 
 fn existing(p: &Path, searched: String) -> Result<PathBuf, RuntimeError> {
@@ -192,5 +206,23 @@ pub fn check_outlet<E>(
         Ok(())
     } else {
         Err(mismatch(what, expected, format!("{:?}", outlet.dtype())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_build_workspace_is_searched_after_the_current_directory() {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let homes = venv_homes(Path::new("/"));
+        assert_eq!(homes, [Path::new("/"), workspace]);
+        // Inside the workspace its root is an ancestor already: searched once, in place.
+        let inside = workspace.join("eval");
+        let homes = venv_homes(&inside);
+        assert_eq!(homes[0], inside);
+        assert_eq!(homes.iter().filter(|h| *h == workspace).count(), 1);
+        assert_eq!(homes.last().unwrap(), Path::new("/"));
     }
 }

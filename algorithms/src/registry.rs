@@ -187,6 +187,19 @@ impl Registry {
             .ok_or_else(|| self.unknown(name))
     }
 
+    /// The first of `names` that cannot run as meant, with why (`candidate arc: ...`): a
+    /// selector whose candidate's learned model is missing would otherwise run that candidate
+    /// as its fallback rule and report numbers that are not the candidate's. Tools refuse to
+    /// start selectors then (`ccp-eval run`, `ccp-agent --alg selector`). Unknown names are
+    /// not this check's business ([`Registry::resolve`] refuses them).
+    pub fn unready<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Option<String> {
+        names.into_iter().find_map(|n| {
+            self.get(n)
+                .and_then(|e| e.config.ready().err())
+                .map(|why| format!("candidate {n}: {why}"))
+        })
+    }
+
     /// Configs for `names`, in that order (the selector's candidates).
     pub fn configs(
         &self,
@@ -503,5 +516,26 @@ mod tests {
             ["vegas", "reno"]
         );
         assert!(r.configs(&["vegas", "tahoe"]).is_err());
+    }
+
+    #[test]
+    fn a_candidate_without_its_model_is_named() {
+        let mut r = Registry::empty();
+        r.register(RenoConfig::default(), "ready").unwrap();
+        r.register(
+            crate::arc::ArcConfig::with_model("/nonexistent/actor.onnx"),
+            "no model",
+        )
+        .unwrap();
+        assert_eq!(
+            r.unready(["reno", "tahoe"]),
+            None,
+            "ready, or not this check's"
+        );
+        let why = r.unready(["reno", "arc"]).unwrap();
+        assert!(
+            why.starts_with("candidate arc: ") && why.contains("/nonexistent/actor"),
+            "{why}"
+        );
     }
 }

@@ -358,6 +358,14 @@ fn gen_data(name: &str, out: &Path, jobs: usize, kind: &str, probe: &ProbeArgs) 
         Ok(s) => s,
         Err(e) => return fail(2, &e),
     };
+    // The selectors' data switches among every candidate: one that cannot run as meant (ARC
+    // without ONNX Runtime) would label its rows with its fallback rule's outcome.
+    if matches!(kind, "selector" | "probe")
+        && let Some(e) =
+            ccp_algorithms::registry::global().unready(crate::selectors::candidate_names())
+    {
+        return fail(2, &e);
+    }
     match kind {
         "selector" => {}
         "probe" => return gen_data_probe(&scenario, out, jobs, probe),

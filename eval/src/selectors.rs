@@ -393,18 +393,27 @@ pub fn tcprl_model() -> Result<Arc<TcpRlModel>, String> {
         .clone()
 }
 
-/// Why a scheme cannot run in this process (its models or library are missing), if it cannot.
+/// Why a scheme cannot run in this process (its models or library are missing, or a selector's
+/// candidate's), if it cannot.
 pub fn unavailable(scheme: &str) -> Option<String> {
-    if scheme == ONNX {
-        return onnx_model().err();
-    }
-    if scheme == TCPRL {
-        return tcprl_model().err();
-    }
-    if scheme == PROBE {
-        return probe_models().err();
-    }
-    objective_of(scheme).and_then(|o| models(o).err())
+    let own = if scheme == ONNX {
+        onnx_model().err()
+    } else if scheme == TCPRL {
+        tcprl_model().err()
+    } else if scheme == PROBE {
+        probe_models().err()
+    } else {
+        objective_of(scheme).and_then(|o| models(o).err())
+    };
+    own.or_else(|| {
+        // A candidate that cannot run as meant (ARC without ONNX Runtime) would run as its
+        // fallback rule inside the selector, and the selector's numbers would not be its own.
+        SCHEMES
+            .iter()
+            .any(|(name, _)| *name == scheme)
+            .then(|| ccp_algorithms::registry::global().unready(candidate_names()))
+            .flatten()
+    })
 }
 
 /// The model objective a scheme needs, if any.

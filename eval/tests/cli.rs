@@ -148,3 +148,32 @@ fn a_run_without_time_series_writes_no_series_csv_and_its_directory_reports() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(d.path().join("r2/report.md").is_file());
 }
+
+#[test]
+fn a_selector_whose_candidate_cannot_load_exits_2_naming_the_candidate() {
+    // Before this fix a selector ran ARC without its actor (ONNX Runtime not found from the
+    // current directory) as ARC's fallback, and reported those numbers as its own.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for args in [
+        &["run", "quick", "--schemes", "selector-rein", "--out", "out"][..],
+        &["gen-data", "quick", "--kind", "probe", "--out", "data"][..],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_ccp-eval"))
+            .args(args)
+            .current_dir(d)
+            .env("CCP_ARC_MODEL", d.join("no-actor.onnx"))
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("candidate arc: ") && err.contains("no-actor"),
+            "{err}"
+        );
+    }
+    assert!(
+        !d.join("out").exists() && !d.join("data").exists(),
+        "nothing is written"
+    );
+}
