@@ -153,7 +153,7 @@ pub struct DatapathConfig {
 /// libccp (and ccp-kernel) store both as `u32` and cut the register's value to its low 32 bits,
 /// so a program or an agent update of 2^32 bytes becomes a window of 0 and the flow stalls.
 /// The runtime saturates by default; [`WideValues::Truncate`] is libccp's behaviour, kept for
-/// the bit-for-bit conformance test against libccp (`tests/conformance.rs`).
+/// the bit-for-bit conformance test against libccp (`tests/conformance/`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum WideValues {
     /// Values above `u32::MAX` become `u32::MAX` (the default).
