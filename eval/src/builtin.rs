@@ -38,6 +38,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test2.toml"),
     ),
     (
+        "selection-bench-test3",
+        include_str!("../scenarios/selection-bench-test3.toml"),
+    ),
+    (
         "selection-val2",
         include_str!("../scenarios/selection-val2.toml"),
     ),

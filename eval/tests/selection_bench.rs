@@ -189,16 +189,20 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// validation set (`selection-val2`, three times the conditions) shares nothing with the others
 /// but trace seconds with the first validation set (the same third quarter of each recording).
 /// The second training set (`selection-train2`) shares nothing with the others but trace
-/// seconds with the first (the same first half of each recording).
+/// seconds with the first (the same first half of each recording). The third test set
+/// (`selection-bench-test3`, thirty conditions per class) is like the second: nothing shared
+/// with training or validation, no seed or path with the other test sets, trace seconds from
+/// the same held-out quarter.
 #[test]
 fn the_sets_share_no_path_seed_or_trace_second() {
     let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
-    let (train, train2, val, test, test2, val2) = (
+    let (train, train2, val, test, test2, test3, val2) = (
         load("selection-train"),
         load("selection-train2"),
         load("selection-bench"),
         load("selection-bench-test"),
         load("selection-bench-test2"),
+        load("selection-bench-test3"),
         load("selection-val2"),
     );
     let classes = |s: &Scenario| {
@@ -219,6 +223,11 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         classes(&val).keys().collect::<Vec<_>>()
     );
     assert!(classes(&val2).values().all(|&n| n >= 30));
+    assert_eq!(
+        classes(&test3).keys().collect::<Vec<_>>(),
+        classes(&val).keys().collect::<Vec<_>>()
+    );
+    assert!(classes(&test3).values().all(|&n| n >= 30));
     assert_eq!(classes(&val).len(), 6);
     assert!(classes(&val).values().all(|&n| n >= 10));
     assert_eq!(
@@ -230,8 +239,12 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         classes(&train),
         "as many conditions per class"
     );
-    assert!(val.seeds.len() >= 3 && test.seeds.len() >= 3 && test2.seeds.len() >= 3);
-    let sets = [&train, &train2, &val, &test, &test2, &val2];
+    assert!(
+        [&val, &test, &test2, &test3]
+            .iter()
+            .all(|s| s.seeds.len() >= 3)
+    );
+    let sets = [&train, &train2, &val, &test, &test2, &test3, &val2];
     for (i, a) in sets.iter().enumerate() {
         for b in &sets[i + 1..] {
             assert!(
@@ -259,8 +272,8 @@ fn the_sets_share_no_path_seed_or_trace_second() {
 }
 
 /// No second of a recorded trace is replayed by two of `sets`, but for the two training sets,
-/// the two test sets and the two validation sets (each pair drawn from the same share of every
-/// recording).
+/// the three test sets and the two validation sets (each group drawn from the same share of
+/// every recording).
 fn no_trace_second_in_two(sets: &[&Scenario]) {
     // Trace segments: [offset, offset + duration) of each recording, per set (from the files:
     // a loaded scenario holds the trace already rotated).
@@ -294,12 +307,17 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
     for (i, a) in all.iter().enumerate() {
         for (j, b) in all.iter().enumerate().skip(i + 1) {
             let pair = [sets[i].name.as_str(), sets[j].name.as_str()];
-            if pair == ["selection-bench-test", "selection-bench-test2"]
+            let tests = [
+                "selection-bench-test",
+                "selection-bench-test2",
+                "selection-bench-test3",
+            ];
+            if (tests.contains(&pair[0]) && tests.contains(&pair[1]))
                 || pair == ["selection-bench", "selection-val2"]
                 || pair == ["selection-train", "selection-train2"]
             {
-                // The two test sets, the two validation sets and the two training sets: each
-                // pair drawn from the same share.
+                // The test sets, the two validation sets and the two training sets: each
+                // group drawn from the same share.
                 continue;
             }
             for (f, lo, hi) in b {
