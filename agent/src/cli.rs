@@ -53,9 +53,7 @@ fn unready(alg: &str, candidates: &[&'static str]) -> Option<String> {
     if alg == crate::agent::SELECTOR {
         return registry.unready(candidates.iter().copied());
     }
-    registry
-        .get(alg)
-        .and_then(|entry| entry.config.ready().err())
+    registry.not_ready(alg)
 }
 
 /// Runs `ccp-agent` with `registry` as the process's algorithms (parsing the command line):

@@ -193,11 +193,17 @@ impl Registry {
     /// start selectors then (`ccp-eval run`, `ccp-agent --alg selector`). Unknown names are
     /// not this check's business ([`Registry::resolve`] refuses them).
     pub fn unready<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Option<String> {
-        names.into_iter().find_map(|n| {
-            self.get(n)
-                .and_then(|e| e.config.ready().err())
-                .map(|why| format!("candidate {n}: {why}"))
-        })
+        names
+            .into_iter()
+            .find_map(|n| self.not_ready(n).map(|why| format!("candidate {n}: {why}")))
+    }
+
+    /// Why the algorithm `name` cannot run as meant ([`AlgorithmConfig::ready`]: a learned
+    /// model missing), if it cannot; `None` for one that can and for an unknown name.
+    ///
+    /// [`AlgorithmConfig::ready`]: crate::api::AlgorithmConfig::ready
+    pub fn not_ready(&self, name: &str) -> Option<String> {
+        self.get(name).and_then(|e| e.config.ready().err())
     }
 
     /// Configs for `names`, in that order (the selector's candidates).

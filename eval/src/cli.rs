@@ -358,11 +358,9 @@ fn gen_data(name: &str, out: &Path, jobs: usize, kind: &str, probe: &ProbeArgs) 
         Ok(s) => s,
         Err(e) => return fail(2, &e),
     };
-    // The selectors' data switches among every candidate: one that cannot run as meant (ARC
-    // without ONNX Runtime) would label its rows with its fallback rule's outcome.
+    // The selectors' data switches among every candidate.
     if matches!(kind, "selector" | "probe")
-        && let Some(e) =
-            ccp_algorithms::registry::global().unready(crate::selectors::candidate_names())
+        && let Some(e) = crate::selectors::unready_candidate()
     {
         return fail(2, &e);
     }

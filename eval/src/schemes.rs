@@ -63,11 +63,6 @@ pub fn defaults() -> Vec<&'static str> {
         .into_iter()
         .filter(|s| !selectors::TRAINING_ONLY.contains(s) && *s != NATIVE_BBR)
         .filter(|s| selectors::unavailable(s).is_none())
-        .filter(|s| {
-            registry::global()
-                .get(s)
-                .is_none_or(|e| e.config.ready().is_ok())
-        })
         .collect()
 }
 
@@ -77,9 +72,7 @@ pub fn resolve(name: &str) -> Option<Scheme> {
         NATIVE_RENO => Some(Scheme::Reno),
         NATIVE_CUBIC => Some(Scheme::Cubic),
         NATIVE_BBR => Some(Scheme::Kernel { cca: "bbr".into() }),
-        _ if registry::global().get(name).is_some()
-            || selectors::SCHEMES.iter().any(|(n, _)| *n == name) =>
-        {
+        _ if registry::global().get(name).is_some() || selectors::is_scheme(name) => {
             Some(Scheme::Ccp {
                 alg: name.to_string(),
             })

@@ -393,8 +393,20 @@ pub fn tcprl_model() -> Result<Arc<TcpRlModel>, String> {
         .clone()
 }
 
-/// Why a scheme cannot run in this process (its models or library are missing, or a selector's
-/// candidate's), if it cannot.
+/// Whether `name` is one of the selector schemes ([`SCHEMES`]).
+pub fn is_scheme(name: &str) -> bool {
+    SCHEMES.iter().any(|(n, _)| *n == name)
+}
+
+/// Why the selectors' candidates cannot all run as meant, if they cannot: one that cannot (ARC
+/// without ONNX Runtime) would run as its fallback rule inside a selector, and the selector's
+/// numbers (or training rows) would not be its own.
+pub fn unready_candidate() -> Option<String> {
+    ccp_algorithms::registry::global().unready(candidate_names())
+}
+
+/// Why a scheme cannot run in this process (its models or library are missing, a learned
+/// algorithm's model, or a selector's candidate's), if it cannot.
 pub fn unavailable(scheme: &str) -> Option<String> {
     let own = if scheme == ONNX {
         onnx_model().err()
@@ -405,15 +417,8 @@ pub fn unavailable(scheme: &str) -> Option<String> {
     } else {
         objective_of(scheme).and_then(|o| models(o).err())
     };
-    own.or_else(|| {
-        // A candidate that cannot run as meant (ARC without ONNX Runtime) would run as its
-        // fallback rule inside the selector, and the selector's numbers would not be its own.
-        SCHEMES
-            .iter()
-            .any(|(name, _)| *name == scheme)
-            .then(|| ccp_algorithms::registry::global().unready(candidate_names()))
-            .flatten()
-    })
+    own.or_else(|| ccp_algorithms::registry::global().not_ready(scheme))
+        .or_else(|| is_scheme(scheme).then(unready_candidate).flatten())
 }
 
 /// The model objective a scheme needs, if any.

@@ -140,14 +140,8 @@ pub fn plan(scenario: &Scenario, opts: &RunOptions) -> Result<Vec<Job>, RunError
         if schemes::resolve(s).is_none() {
             return Err(RunError::UnknownScheme(s.clone()));
         }
+        // A scheme that cannot run as meant (a learned model missing) says so up front.
         if let Some(e) = selectors::unavailable(s) {
-            return Err(RunError::Models(s.clone(), e));
-        }
-        // An algorithm that cannot run as meant (a learned model missing) says so up front.
-        if let Some(Err(e)) = ccp_algorithms::registry::global()
-            .get(s)
-            .map(|entry| entry.config.ready())
-        {
             return Err(RunError::Models(s.clone(), e));
         }
     }
