@@ -223,13 +223,14 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 /// with the `[preferences]` port modes and the default margin; default-mode flows choose with
 /// the later models in `<selector.models>/probe-later/` when that folder exists (none is
 /// shipped: docs/selector.md, "A later choice"; a damaged set there is an error, not a silent
-/// fallback). A flow asks for its one switch
+/// fallback); a default-mode flow that keeps its start may drain at the probe's end
+/// (`probe::default_drain`). A flow asks for its one switch
 /// on the report that ends its probe: configure `selector.hysteresis` with one agreeing
 /// decision and no dwell to deploy it as evaluated (the loss hold may stay).
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     use ccp_selector::probe::{
-        DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, default_gates, default_handovers,
-        default_trial, default_watch,
+        DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, ProbeOptions, default_drain,
+        default_gates, default_handovers, default_trial, default_watch,
     };
     let load = |dir: &std::path::Path| {
         ProbeModels::load(dir).map_err(|e| model_error("probe", e.to_string()))
@@ -241,7 +242,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     } else {
         None
     };
-    let shared = Probe::new(
+    let shared = Probe::with_options(
         ProbeChoice::Predict {
             models: Arc::new(models),
             margin: DEFAULT_MARGIN,
@@ -252,6 +253,10 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             gates: default_gates(),
         },
         modes(ctx.preferences),
+        ProbeOptions {
+            delegate: None,
+            drain: default_drain(),
+        },
     );
     Ok(Arc::new(move |flow: &FlowContext<'_>| {
         Box::new(shared.policy(flow)) as Box<dyn SelectionPolicy>

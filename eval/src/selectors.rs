@@ -258,6 +258,64 @@ pub fn probe_handovers() -> Vec<probe::Handover> {
     )
 }
 
+/// The policy `selector-probe`'s default-mode flows hand over to at the probe's end
+/// ([`probe::delegate`]): `$CCP_PROBE_DELEGATE` = `off` (none) or `tcprl:<min RTT ms>:<max
+/// drained ratio>:<min rate Mbit/s>` (TCP-RL's policy, [`tcprl_model`]), else none. A value that cannot be used
+/// (or a TCP-RL model that does not load) is reported and ignored.
+pub fn probe_delegate() -> Option<probe::Delegate> {
+    let value = std::env::var("CCP_PROBE_DELEGATE").ok()?;
+    delegate_from(&value)
+        .map_err(|e| report_once(&format!("CCP_PROBE_DELEGATE={value:?} ignored: {e}")))
+        .ok()
+        .flatten()
+}
+
+/// The delegate `value` asks for (`off`: none), or why it cannot be used.
+fn delegate_from(value: &str) -> Result<Option<probe::Delegate>, String> {
+    if value.trim() == "off" {
+        return Ok(None);
+    }
+    let (name, gate) = value.trim().split_once(':').ok_or_else(|| {
+        format!("{value:?}: not tcprl:<min RTT ms>:<max drained ratio>:<min rate Mbit/s>")
+    })?;
+    if name.trim() != "tcprl" {
+        return Err(format!("{name:?}: the one delegate is tcprl"));
+    }
+    let gate = probe::DelegateGate::parse(gate)?;
+    let model = tcprl_model()?;
+    Ok(Some(probe::Delegate {
+        name: "tcprl".into(),
+        factory: TcpRlPolicy::factory(model),
+        gate,
+        // As `selector-tcprl` runs it: the policy was trained with every decision taking effect.
+        hysteresis: HysteresisConfig::none(),
+        max_swaps: std::env::var("CCP_PROBE_DELEGATE_SWAPS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(2),
+    }))
+}
+
+/// The drain of `selector-probe`'s default-mode flows that keep their start
+/// ([`probe::drain`]): `$CCP_PROBE_DRAIN` = `off` (none) or
+/// `<min RTT ratio>:<max drained ratio>:<min BDP packets>:<BDPs>` ([`probe::Drain::parse`]),
+/// else [`probe::default_drain`]. A value that cannot be used is reported and ignored.
+pub fn probe_drain() -> Option<probe::Drain> {
+    let Ok(value) = std::env::var("CCP_PROBE_DRAIN") else {
+        return probe::default_drain();
+    };
+    if value.trim() == "off" {
+        return None;
+    }
+    match probe::Drain::parse(&value) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            report_once(&format!("CCP_PROBE_DRAIN={value:?} ignored: {e}"));
+            probe::default_drain()
+        }
+    }
+}
+
 /// The queue gates `selector-probe` flows pass: `$CCP_PROBE_GATE` = `off` (none) or
 /// comma-separated specs of [`probe::QueueGate::parse`] (`<candidate>:<ratio>`, e.g.
 /// `arc:1.3`), else [`probe::default_gates`]. A value that cannot be used is reported and
@@ -590,14 +648,26 @@ fn probe_hysteresis() -> HysteresisConfig {
     }
 }
 
-/// A selector with the probe policy choosing by `choice`; `port` as in [`learned`].
-fn probing(choice: ProbeChoice, log: &Arc<SelectorLog>, port: Option<u16>) -> Selector {
-    let shared = Probe::new(choice, preferences());
+/// A selector with the probe policy choosing by `choice`, with `options` (a delegate, a
+/// drain); `port` as in [`learned`].
+fn probing(
+    choice: ProbeChoice,
+    options: probe::ProbeOptions,
+    log: &Arc<SelectorLog>,
+    port: Option<u16>,
+) -> Selector {
+    let shared = Probe::with_options(choice, preferences(), options);
     Selector::new(
         candidates(),
         on_port(port, move |ctx| Box::new(shared.policy(ctx))),
     )
-    .with_hysteresis(probe_hysteresis())
+    .with_hysteresis(
+        if std::env::var("CCP_PROBE_HYST").as_deref() == Ok("none") {
+            HysteresisConfig::none()
+        } else {
+            probe_hysteresis()
+        },
+    )
     .with_path_change(path_change())
     .with_log(log.clone())
 }
@@ -669,6 +739,31 @@ pub fn build() -> (RunSchemes, RunSelectors) {
     build_for(None)
 }
 
+/// `selector-probe` as deployed (its models, margin, trial, watch, hand-overs, later models,
+/// gates, delegate and drain; each overridable by its `$CCP_PROBE_*` variable), if its models
+/// load; `port` as in [`build_for`].
+fn deployed_probe(log: &Arc<SelectorLog>, port: Option<u16>) -> Option<Named<ProbeName>> {
+    probe_models().ok().map(|models| {
+        Named::new(probing(
+            ProbeChoice::Predict {
+                models,
+                margin: probe_margin(),
+                trial: probe_trial(),
+                watch: probe_watch(),
+                handovers: probe_handovers(),
+                later: probe_later(),
+                gates: probe_gates(),
+            },
+            probe::ProbeOptions {
+                delegate: probe_delegate(),
+                drain: probe_drain(),
+            },
+            log,
+            port,
+        ))
+    })
+}
+
 /// Builds the selector schemes for one run whose selector flows all go to `port`. The
 /// simulator opens every flow to port 80, so the harness passes the port of a condition's
 /// flows under test here (when they share one) and the learned policies see it as their
@@ -689,21 +784,7 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
         },
         ..AntelopeConfig::default()
     };
-    let probe = probe_models().ok().map(|models| {
-        Named::new(probing(
-            ProbeChoice::Predict {
-                models,
-                margin: probe_margin(),
-                trial: probe_trial(),
-                watch: probe_watch(),
-                handovers: probe_handovers(),
-                later: probe_later(),
-                gates: probe_gates(),
-            },
-            &log,
-            port,
-        ))
-    });
+    let probe = deployed_probe(&log, port);
     let probes: Arc<Mutex<Vec<ProbeRecord>>> = Arc::default();
     let force = probe_force_slot()
         .lock()
@@ -721,6 +802,7 @@ pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
             target: force.target,
             sink: probes.clone(),
         },
+        probe::ProbeOptions::default(),
         &log,
         port,
     ));

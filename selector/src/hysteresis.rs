@@ -61,6 +61,11 @@ impl Hysteresis {
         }
     }
 
+    /// Its parameters.
+    pub fn config(&self) -> &HysteresisConfig {
+        &self.config
+    }
+
     /// Starts over at `now_us`, as a filter built then: nothing pending, the dwell counted
     /// from `now_us` (after the active candidate was re-seated).
     pub fn restart(&mut self, now_us: u64) {
@@ -73,6 +78,21 @@ impl Hysteresis {
     /// `last_loss_us` when it last saw a loss.
     pub fn filter(
         &mut self,
+        decision: Decision,
+        current: usize,
+        now_us: u64,
+        srtt_us: u64,
+        last_loss_us: Option<u64>,
+    ) -> Option<usize> {
+        let config = self.config;
+        self.filter_with(&config, decision, current, now_us, srtt_us, last_loss_us)
+    }
+
+    /// [`Hysteresis::filter`] with `config`'s parameters instead of its own, for a decision
+    /// of a policy that asks for its own ([`crate::SelectionPolicy::hysteresis`]).
+    pub fn filter_with(
+        &mut self,
+        config: &HysteresisConfig,
         decision: Decision,
         current: usize,
         now_us: u64,
@@ -92,11 +112,11 @@ impl Hysteresis {
             _ => 1,
         };
         self.pending = Some((target, count));
-        let dwell_us = (self.config.dwell_rtts.max(0.0) * srtt_us as f64) as u64;
+        let dwell_us = (config.dwell_rtts.max(0.0) * srtt_us as f64) as u64;
         let dwelt = now_us.saturating_sub(self.since_us) >= dwell_us;
-        let hold_us = (self.config.loss_hold_rtts.max(0.0) * srtt_us as f64) as u64;
+        let hold_us = (config.loss_hold_rtts.max(0.0) * srtt_us as f64) as u64;
         let after_loss = last_loss_us.is_none_or(|t| now_us.saturating_sub(t) >= hold_us);
-        if count >= self.config.agreeing_decisions.max(1) && dwelt && after_loss {
+        if count >= config.agreeing_decisions.max(1) && dwelt && after_loss {
             self.pending = None;
             self.since_us = now_us;
             Some(target)
@@ -143,6 +163,34 @@ mod tests {
         assert_eq!(f.filter(Decision::Stay, 0, 101, 50, None), None);
         assert_eq!(f.filter(Decision::SwitchTo(1), 0, 102, 50, None), None);
         assert_eq!(f.filter(Decision::SwitchTo(1), 0, 103, 50, None), Some(1));
+    }
+
+    #[test]
+    fn a_policy_s_own_parameters_replace_the_selector_s_for_its_decision() {
+        // Inside the loss hold (a loss 20 µs ago, sRTT 50 µs) the selector's parameters hold
+        // the swap; a policy asking for none gets it at once, and the dwell restarts from it.
+        let mut f = h(1, 0.0);
+        assert_eq!(f.filter(Decision::SwitchTo(1), 0, 100, 50, Some(80)), None);
+        let none = HysteresisConfig::none();
+        assert_eq!(
+            f.filter_with(&none, Decision::SwitchTo(1), 0, 100, 50, Some(80)),
+            Some(1)
+        );
+        assert!(
+            (f.config().loss_hold_rtts - 1.0).abs() < 1e-12,
+            "its own are kept"
+        );
+        let mut f = h(1, 2.0);
+        assert_eq!(
+            f.filter_with(&none, Decision::SwitchTo(1), 0, 10, 50, None),
+            Some(1)
+        );
+        assert_eq!(
+            f.filter(Decision::SwitchTo(0), 1, 50, 50, None),
+            None,
+            "dwell from 10"
+        );
+        assert_eq!(f.filter(Decision::SwitchTo(0), 1, 110, 50, None), Some(0));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 use ccp_algorithms::Measurement;
 
+use crate::hysteresis::HysteresisConfig;
+
 /// What a policy sees on every report.
 #[derive(Debug, Clone, Copy)]
 pub struct Features<'a> {
@@ -30,6 +32,13 @@ pub enum Decision {
     Stay,
     /// Switch to this candidate (subject to the selector's hysteresis).
     SwitchTo(usize),
+    /// Keep the active candidate but re-seat it with its window cut to at most `cwnd_bytes`
+    /// (a drain, as BBR's Drain after its start-up: the queue a start-up overshoot left is
+    /// emptied at once instead of over seconds). Not a swap: no hysteresis, no swap counted.
+    Drain {
+        /// The most window the candidate is re-seated with, bytes.
+        cwnd_bytes: u32,
+    },
 }
 
 /// What a policy knows about its flow when it is built.
@@ -92,6 +101,13 @@ pub trait SelectionPolicy: Send {
     /// outgoing one's rate (window, pacing and RTT state are still carried over).
     fn afresh(&self, _to: usize) -> bool {
         false
+    }
+    /// The hysteresis this report's decision passes instead of the selector's (`None`: the
+    /// selector's). A policy that hands its flow to another one asks for that one's: TCP-RL's
+    /// policy was trained with every decision taking effect, so behind the selector's loss hold
+    /// it is not the policy it was.
+    fn hysteresis(&self) -> Option<HysteresisConfig> {
+        None
     }
 }
 

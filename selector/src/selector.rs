@@ -38,6 +38,14 @@ pub enum EventKind {
         /// The incoming candidate's smoothed RTT right after activation, µs.
         srtt_after_us: u64,
     },
+    /// The policy asked for a drain and the active candidate was re-seated with a smaller
+    /// window ([`Decision::Drain`]); `from == to`.
+    Drain {
+        /// Window before, bytes.
+        cwnd_bytes: u32,
+        /// The `Cwnd` sent in the CHANGE_PROG, bytes.
+        installed_cwnd_bytes: u32,
+    },
     /// The path's RTT floor rose and the active candidate was re-seated with the new floor
     /// ([`crate::path_change`]); `from == to`.
     PathChange {
@@ -80,6 +88,8 @@ pub struct SelectorLog {
     pub send_errors: AtomicU64,
     /// Path changes detected (each re-seated a candidate; [`crate::path_change`]).
     pub path_changes: AtomicU64,
+    /// Drains a policy asked for that cut a window ([`Decision::Drain`]).
+    pub drains: AtomicU64,
     /// Whether [`Event`]s are kept (decisions are one per report).
     pub record_events: bool,
     events: Mutex<Vec<Event>>,
@@ -444,6 +454,43 @@ impl<I: Ipc> SelectorFlow<I> {
         });
     }
 
+    /// Re-seats the active candidate with its window cut to at most `cap_bytes` (a
+    /// [`Decision::Drain`]); a window already within it is left alone.
+    fn drain(&mut self, cap_bytes: u32, now_us: u64) {
+        let current = self.current;
+        let Some(mut handoff) = self.handoff_at(now_us) else {
+            return;
+        };
+        let before = handoff.cwnd_bytes;
+        if cap_bytes == 0 || before <= cap_bytes {
+            return;
+        }
+        handoff.cwnd_bytes = cap_bytes;
+        handoff.ssthresh_bytes = handoff.ssthresh_bytes.min(cap_bytes);
+        handoff.in_first_slow_start = false;
+        let Some((installed_cwnd_bytes, _, _)) = self.hand_to(current, &handoff) else {
+            return;
+        };
+        self.log.drains.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            sock = self.sock_id,
+            active = self.names.get(current).copied().unwrap_or("?"),
+            cwnd_bytes = before,
+            installed_cwnd_bytes,
+            "drain"
+        );
+        self.log.push(Event {
+            sock_id: self.sock_id,
+            time_us: now_us,
+            from: current,
+            to: current,
+            kind: EventKind::Drain {
+                cwnd_bytes: before,
+                installed_cwnd_bytes,
+            },
+        });
+    }
+
     /// Hands the flow from the active candidate to `to` with one CHANGE_PROG.
     fn swap(&mut self, to: usize, now_us: u64) {
         let from = self.current;
@@ -530,7 +577,7 @@ impl<I: Ipc> Flow for SelectorFlow<I> {
                 time_us: m.now_us,
                 from: self.current,
                 to: match decision {
-                    Decision::Hold | Decision::Stay => self.current,
+                    Decision::Hold | Decision::Stay | Decision::Drain { .. } => self.current,
                     Decision::SwitchTo(k) => k,
                 },
                 kind: EventKind::Decision {
@@ -538,7 +585,16 @@ impl<I: Ipc> Flow for SelectorFlow<I> {
                 },
             });
         }
-        match self.hysteresis.filter(
+        if let Decision::Drain { cwnd_bytes } = decision {
+            self.drain(cwnd_bytes, m.now_us);
+            return;
+        }
+        let hysteresis = self
+            .policy
+            .hysteresis()
+            .unwrap_or_else(|| *self.hysteresis.config());
+        match self.hysteresis.filter_with(
+            &hysteresis,
             decision,
             self.current,
             m.now_us,

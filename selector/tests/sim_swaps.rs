@@ -266,3 +266,128 @@ fn a_swap_made_afresh_starts_the_incoming_candidate_in_its_first_slow_start() {
         "afresh {afresh}, kept {kept}"
     );
 }
+
+/// Stays on Cubic and asks once, on report `at`, for a drain to `cap_bytes`.
+struct DrainOnce {
+    at: u64,
+    cap_bytes: u32,
+}
+
+impl SelectionPolicy for DrainOnce {
+    fn name(&self) -> &'static str {
+        "drain-once"
+    }
+    fn initial(&self) -> usize {
+        1
+    }
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        if f.reports == self.at {
+            Decision::Drain {
+                cwnd_bytes: self.cap_bytes,
+            }
+        } else {
+            Decision::Stay
+        }
+    }
+}
+
+#[test]
+fn a_drain_re_seats_the_active_candidate_with_its_window_cut() {
+    let drained = |cap_bytes: u32| {
+        let sel = Selector::new(
+            four(),
+            Arc::new(move |_: &FlowContext<'_>| Box::new(DrainOnce { at: 80, cap_bytes }) as _),
+        )
+        .with_hysteresis(HysteresisConfig::default());
+        run(sel, 10, 0)
+    };
+    // Cubic in a 1-BDP buffer holds up to 2 BDP: a drain to half a BDP cuts it, on Cubic,
+    // through the selector's hysteresis (not a swap), and loses no data.
+    let cap = (BDP_BYTES / 2) as u32;
+    let (r, log) = drained(cap);
+    let events: Vec<_> = log
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e.kind, EventKind::Drain { .. }))
+        .collect();
+    assert_eq!(
+        events.len(),
+        1,
+        "{events:?} reports {}",
+        log.reports.load(Ordering::Relaxed)
+    );
+    let e = &events[0];
+    assert_eq!((e.from, e.to), (1, 1));
+    let EventKind::Drain {
+        cwnd_bytes,
+        installed_cwnd_bytes,
+    } = e.kind
+    else {
+        unreachable!()
+    };
+    assert!(cwnd_bytes > cap, "{e:?}");
+    assert!(installed_cwnd_bytes <= cap, "{e:?}");
+    assert_eq!(log.swaps.load(Ordering::Relaxed), 0);
+    assert_eq!(log.drains.load(Ordering::Relaxed), 1);
+    let t0 = e.time_us * 1_000;
+    let f = &r.flows[0];
+    let after = f
+        .series
+        .iter()
+        .find(|s| s.t_ns > t0 + 5 * MS)
+        .expect("a sample after the drain");
+    assert!(
+        after.cwnd_bytes <= 2 * cap,
+        "cwnd {} after",
+        after.cwnd_bytes
+    );
+    assert_eq!(f.timeouts, 0);
+    assert!(utilization(&r) > 0.8, "{}", utilization(&r));
+
+    // A window already within the cap is left alone: no event, no drain counted.
+    let (_, log) = drained(u32::MAX);
+    assert_eq!(log.drains.load(Ordering::Relaxed), 0);
+    assert!(
+        !log.events()
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Drain { .. }))
+    );
+}
+
+/// Asks for BBR on every report and for no hysteresis of its own.
+struct Impatient;
+
+impl SelectionPolicy for Impatient {
+    fn name(&self) -> &'static str {
+        "impatient"
+    }
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        if f.current == 3 {
+            Decision::Stay
+        } else {
+            Decision::SwitchTo(3)
+        }
+    }
+    fn hysteresis(&self) -> Option<HysteresisConfig> {
+        Some(HysteresisConfig::none())
+    }
+}
+
+#[test]
+fn a_policy_s_own_hysteresis_replaces_the_selector_s() {
+    // Behind 100 agreeing decisions the selector alone would hold the swap for 100 reports;
+    // the policy's own (none) lets its first ask through.
+    let sel = Selector::new(
+        four(),
+        Arc::new(|_: &FlowContext<'_>| Box::new(Impatient) as _),
+    )
+    .with_hysteresis(HysteresisConfig {
+        agreeing_decisions: 100,
+        dwell_rtts: 50.0,
+        loss_hold_rtts: 50.0,
+    });
+    let (_, log) = run(sel, 3, 0);
+    let swaps = log.swap_events();
+    assert_eq!(swaps.len(), 1, "{swaps:?}");
+    assert!(swaps[0].time_us < 200_000, "{:?}", swaps[0]);
+}

@@ -676,15 +676,15 @@ fn swap_rows(
     s.keep_samples(&cond.id, job.seed);
     let names = selectors::candidate_names();
     let name = |i: usize| names.get(i).copied().unwrap_or("?").to_string();
-    // A path change re-seats the active candidate with one CHANGE_PROG, as a swap does: it is
-    // a row with `from == to`, and counts as a swap.
+    // A path change or a drain re-seats the active candidate with one CHANGE_PROG, as a swap
+    // does: it is a row with `from == to`, and counts as a swap.
     s.log
         .events()
         .into_iter()
         .filter(|e| {
             matches!(
                 e.kind,
-                EventKind::Swap { .. } | EventKind::PathChange { .. }
+                EventKind::Swap { .. } | EventKind::PathChange { .. } | EventKind::Drain { .. }
             )
         })
         .map(|e| SwapRow {

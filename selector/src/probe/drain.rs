@@ -1,0 +1,82 @@
+//! The drain at the probe's end: a default-mode flow that keeps its start candidate while its
+//! RTT is still far above the path's floor has its window cut to a few path BDPs, as BBR's
+//! Drain follows its start-up (Cardwell et al., ACM Queue 2016).
+//!
+//! Why: Copa, the default mode's start, overshoots in its slow start and drains what it queued
+//! only over seconds on long paths (on 6.9 Mbit/s x 109 ms, from 180 packets to the BDP's 65
+//! between 0.8 and 3.6 s: its velocity starts at one packet per RTT), so a 30-s flow on a
+//! 150-ms path spends a tenth of its life behind its own queue. TCP-RL's policy found a way out
+//! on these paths, a Westwood+ interlude of about a second whose first loss cuts the window to
+//! its bandwidth estimate, and earned 72-82 % of the long-path headroom of the validation sets
+//! with it (`docs/selector.md`); the drain does the cut itself, once, without leaving Copa.
+//!
+//! The estimate: the probe's highest delivery rate times its minimum RTT (`rate_max_mbps` x
+//! `min_rtt_ms`, [`super::features`]), times [`Drain::bdps`]. A window already within it is
+//! left alone (the selector's [`crate::Decision::Drain`]). Left out: telling the flow's own
+//! queue from a competitor's (both look alike to the rate and the RTT: a queue that a
+//! competitor keeps is drained as well, and the competition watch still runs after).
+
+use super::features::N_FEATURES;
+
+/// When a flow drains at the probe's end, and to how much.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Drain {
+    /// The least `rtt_ratio_last` (the last RTT over the floor) that drains.
+    pub min_ratio: f64,
+    /// The largest `rtt_ratio_drained` (the RTT over its floor where the queue drained most):
+    /// a queue that never drained is a competitor's, and draining against it gives its share
+    /// away (the competition watch answers it instead).
+    pub max_drained: f64,
+    /// The least path BDP estimate, packets: on slower paths the estimate of a varying link
+    /// (a cellular uplink's) is too small to drain to.
+    pub min_bdp_pkts: f64,
+    /// The window drained to, in path BDPs (rate x minimum RTT).
+    pub bdps: f64,
+}
+
+/// Where `rtt_ratio_last` is in [`super::FEATURE_NAMES`] (checked by a test).
+pub(crate) const RTT_RATIO_LAST: usize = 3;
+
+impl Drain {
+    /// Parses `<min RTT ratio>:<max drained ratio>:<min BDP packets>:<BDPs>`, e.g.
+    /// `1.5:1.3:40:1`.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let err = || {
+            format!(
+                "{spec:?}: not <min RTT ratio>:<max drained ratio>:<min BDP packets>:<BDPs>, \
+                 e.g. 1.5:1.3:40:1"
+            )
+        };
+        let parts: Vec<f64> = spec
+            .split(':')
+            .map(|p| p.trim().parse::<f64>().map_err(|_| err()))
+            .collect::<Result<_, _>>()?;
+        let &[min_ratio, max_drained, min_bdp_pkts, bdps] = parts.as_slice() else {
+            return Err(err());
+        };
+        if !parts.iter().all(|v| v.is_finite() && *v >= 0.0)
+            || min_ratio < 1.0
+            || max_drained < 1.0
+            || bdps < 1.0
+        {
+            return Err(err());
+        }
+        Ok(Self {
+            min_ratio,
+            max_drained,
+            min_bdp_pkts,
+            bdps,
+        })
+    }
+
+    /// The window to drain to, bytes, for a probe with features `x` ([`super::FEATURE_NAMES`]
+    /// order) on a flow of `mss_bytes` packets; `None` when the flow does not drain.
+    pub fn window_bytes(&self, x: &[f64; N_FEATURES], mss_bytes: u64) -> Option<u32> {
+        let bdp = x[super::delegate::RATE_MAX] * 1e6 / 8.0 * x[super::delegate::MIN_RTT] / 1e3;
+        let drains = x[RTT_RATIO_LAST] >= self.min_ratio
+            && x[super::DRAINED] <= self.max_drained
+            && bdp >= self.min_bdp_pkts * mss_bytes.max(1) as f64;
+        let bytes = (bdp * self.bdps).round();
+        (drains && bytes.is_finite() && bytes >= 1.0).then(|| bytes.min(f64::from(u32::MAX)) as u32)
+    }
+}
