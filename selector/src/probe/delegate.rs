@@ -46,14 +46,8 @@ impl DelegateGate {
                 "{spec:?}: not <min RTT ms>:<max drained ratio>:<min rate Mbit/s>, e.g. 90:1.2:20"
             )
         };
-        let parts: Vec<f64> = spec
-            .split(':')
-            .map(|p| p.trim().parse::<f64>().map_err(|_| err()))
-            .collect::<Result<_, _>>()?;
-        let &[min_rtt_ms, max_drained, min_rate_mbps] = parts.as_slice() else {
-            return Err(err());
-        };
-        if !parts.iter().all(|v| v.is_finite() && *v >= 0.0) || max_drained < 1.0 {
+        let [min_rtt_ms, max_drained, min_rate_mbps] = super::spec_numbers(spec).ok_or_else(err)?;
+        if max_drained < 1.0 {
             return Err(err());
         }
         Ok(Self {

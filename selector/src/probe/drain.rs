@@ -47,18 +47,9 @@ impl Drain {
                  e.g. 1.5:1.3:40:1"
             )
         };
-        let parts: Vec<f64> = spec
-            .split(':')
-            .map(|p| p.trim().parse::<f64>().map_err(|_| err()))
-            .collect::<Result<_, _>>()?;
-        let &[min_ratio, max_drained, min_bdp_pkts, bdps] = parts.as_slice() else {
-            return Err(err());
-        };
-        if !parts.iter().all(|v| v.is_finite() && *v >= 0.0)
-            || min_ratio < 1.0
-            || max_drained < 1.0
-            || bdps < 1.0
-        {
+        let [min_ratio, max_drained, min_bdp_pkts, bdps] =
+            super::spec_numbers(spec).ok_or_else(err)?;
+        if min_ratio < 1.0 || max_drained < 1.0 || bdps < 1.0 {
             return Err(err());
         }
         Ok(Self {

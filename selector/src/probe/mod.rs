@@ -200,6 +200,22 @@ pub fn default_gates() -> Vec<QueueGate> {
     Vec::new()
 }
 
+/// The `N` colon-separated numbers of `spec` (blanks around each allowed), each finite and at
+/// least 0; `None` for any other count or value (the option specs of [`Drain`] and
+/// [`DelegateGate`]).
+pub(crate) fn spec_numbers<const N: usize>(spec: &str) -> Option<[f64; N]> {
+    let mut out = [0.0; N];
+    let mut parts = spec.split(':');
+    for slot in &mut out {
+        let v: f64 = parts.next()?.trim().parse().ok()?;
+        if !v.is_finite() || v < 0.0 {
+            return None;
+        }
+        *slot = v;
+    }
+    parts.next().is_none().then_some(out)
+}
+
 /// The features of one flow's probe, recorded for training.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProbeRecord {
