@@ -124,8 +124,9 @@ enum Command {
     },
     /// Real-time demo: a portus agent and the datapath runtime over unix sockets.
     Demo,
-    /// Antelope's offline data: run a scenario with flows switching among the nine
-    /// candidates at random and write (features, candidate, next reward) to DIR/samples.csv.
+    /// Training data for the learned selectors: by default Antelope's (flows switching among the
+    /// candidates at random: (features, candidate, next reward) in DIR/samples.csv); `--kind`
+    /// picks the probe policy's counterfactual runs or LP-TCP's loss-labelled reports instead.
     GenData {
         /// Built-in scenario name or path to a scenario file.
         scenario: String,

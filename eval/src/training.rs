@@ -5,7 +5,7 @@
 //!    of a data unit with probability 0.3; Antelope's offline training) and writes every
 //!    (features of unit t, candidate of unit t+1, Antelope reward of unit t+1 per mode) tuple
 //!    to `samples.csv`;
-//! 2. with each of the nine candidates alone, and writes `outcome.csv`: for every explore
+//! 2. with each of the candidates alone (the twelve), and writes `outcome.csv`: for every explore
 //!    sample's features (the path as seen so far, under whichever candidate ran) and every
 //!    candidate c, c's whole-flow scores in that condition and seed: the mean over the run's
 //!    flows under test of their objective's score (TCP-RL's reward unless the scenario names
