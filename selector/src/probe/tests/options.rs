@@ -1,0 +1,293 @@
+//! The probe's options: the delegate ([`super::super::delegate`]) and the drain
+//! ([`super::super::drain`]).
+
+use super::*;
+
+/// A delegate that counts the reports it sees and flips between Vegas and BBR.
+struct Counting(Arc<std::sync::atomic::AtomicU64>);
+
+impl SelectionPolicy for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+    fn decide(&mut self, f: &Features<'_>) -> Decision {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if f.current == 2 {
+            Decision::SwitchTo(0)
+        } else {
+            Decision::SwitchTo(2)
+        }
+    }
+}
+
+/// A probe over [`one_second_models`] whose default-mode flows hand over to a [`Counting`]
+/// delegate through `gate`, and the delegates' report count.
+fn delegating(gate: &str, max_swaps: u32) -> (Arc<Probe>, Arc<std::sync::atomic::AtomicU64>) {
+    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = seen.clone();
+    let delegate = Delegate {
+        name: "counting".into(),
+        factory: Arc::new(move |_: &FlowContext<'_>| {
+            Box::new(Counting(counter.clone())) as Box<dyn SelectionPolicy>
+        }),
+        gate: DelegateGate::parse(gate).unwrap(),
+        hysteresis: crate::HysteresisConfig::none(),
+        max_swaps,
+    };
+    let probe = Probe::with_options(
+        predict!(one_second_models()),
+        HashMap::from([(5001, Mode::Delay)]),
+        ProbeOptions {
+            delegate: Some(delegate),
+            drain: None,
+        },
+    );
+    (probe, seen)
+}
+
+#[test]
+fn a_flow_past_the_gate_hands_every_later_decision_to_the_delegate() {
+    use std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(FEATURE_NAMES[delegate::MIN_RTT], "min_rtt_ms");
+    // The test path's minimum RTT is 50 ms and its queue drains (ratio 1.0): a gate at 40 ms
+    // lets it pass. The delegate follows the flow from its first report, is not heard during
+    // the probe (Hold), decides from the probe's end on, with its own hysteresis, and stops
+    // after its two swaps (it would flip on every report).
+    let (probe, seen) = delegating("40:1.1:0", 2);
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(p.hysteresis(), None, "the selector's while probing");
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.0);
+    assert!(d[..20].iter().all(|d| *d == Decision::Hold), "{d:?}");
+    assert_eq!(
+        d[20],
+        Decision::SwitchTo(2),
+        "the delegate's, not the models' stay"
+    );
+    assert_eq!(d[21], Decision::SwitchTo(0));
+    assert!(d[22..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    assert_eq!(current, 0);
+    assert_eq!(
+        seen.load(Relaxed),
+        22,
+        "every report once, until its swaps were made"
+    );
+    assert_eq!(p.hysteresis(), Some(crate::HysteresisConfig::none()));
+    assert!(
+        p.explain().is_some(),
+        "the probe's scores are still explained"
+    );
+    let (probe, _) = delegating("40:1.1:0", 5);
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.0);
+    let swaps = d
+        .iter()
+        .filter(|d| matches!(d, Decision::SwitchTo(_)))
+        .count();
+    assert_eq!(swaps, 5, "{d:?}");
+
+    // A longer gate keeps the flow: the probe's choice (stay, on this steady path), the
+    // delegate dropped after the probe's 20 reports, the selector's hysteresis.
+    let (probe, seen) = delegating("60:1.1:0", 2);
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.0);
+    assert!(d[20..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    assert_eq!((current, seen.load(Relaxed)), (0, 20));
+    assert_eq!(p.hysteresis(), None);
+
+    // A delay-sensitive flow never builds a delegate.
+    let (probe, seen) = delegating("40:1.1:0", 2);
+    let delay = FlowContext {
+        dst_port: 5001,
+        ..FlowContext::for_candidates(&NAMES)
+    };
+    let mut p = probe.policy(&delay);
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.0);
+    assert!(!d.contains(&Decision::SwitchTo(2)), "{d:?}");
+    assert_eq!(seen.load(Relaxed), 0);
+}
+
+#[test]
+fn delegate_gates_parse_or_say_why_not() {
+    assert_eq!(FEATURE_NAMES[delegate::RATE_MAX], "rate_max_mbps");
+    let g = DelegateGate::parse(" 90 : 1.1 : 20 ").unwrap();
+    assert_eq!(
+        g,
+        DelegateGate {
+            min_rtt_ms: 90.0,
+            max_drained: 1.1,
+            min_rate_mbps: 20.0,
+        }
+    );
+    let mut x = [0.0; N_FEATURES];
+    x[delegate::MIN_RTT] = 90.0;
+    x[DRAINED] = 1.1;
+    x[delegate::RATE_MAX] = 20.0;
+    assert!(g.passes(&x));
+    for (i, v) in [
+        (DRAINED, 1.2),
+        (delegate::MIN_RTT, 89.0),
+        (delegate::RATE_MAX, 19.0),
+    ] {
+        let mut y = x;
+        y[i] = v;
+        assert!(!g.passes(&y), "{i} = {v}");
+    }
+    for bad in [
+        "90",
+        "90:1.1",
+        "90:1.1:",
+        ":1.1:20",
+        "x:1.1:20",
+        "90:0.5:20",
+        "-1:1.1:20",
+        "inf:1.1:20",
+        "90:NaN:20",
+        "90:1.1:20:1",
+    ] {
+        let e = DelegateGate::parse(bad).unwrap_err();
+        assert!(
+            e.contains("not <min RTT ms>:<max drained ratio>:<min rate"),
+            "{bad}: {e}"
+        );
+    }
+}
+
+/// A probe over [`one_second_models`] whose default-mode flows drain by `drain`.
+fn draining(drain: &str) -> Arc<Probe> {
+    Probe::with_options(
+        predict!(one_second_models()),
+        HashMap::from([(5001, Mode::Delay)]),
+        ProbeOptions {
+            delegate: None,
+            drain: Some(Drain::parse(drain).unwrap()),
+        },
+    )
+}
+
+/// Feeds 40 reports of a 10 Mbit/s, 50 ms path (62,500 bytes a report, 43 packets of BDP)
+/// whose RTT is `late_rtt_us` on reports 19-21 (the probe's last three) and 50 ms elsewhere.
+fn run_queued(p: &mut ProbePolicy, late_rtt_us: u64, cv: f64) -> Vec<Decision> {
+    let mut current = p.initial();
+    let mut out = Vec::new();
+    for i in 1..=40u64 {
+        let k = if i.is_multiple_of(2) {
+            1.0 + cv
+        } else {
+            1.0 - cv
+        };
+        let rtt_us = if (19..=21).contains(&i) {
+            late_rtt_us
+        } else {
+            50_000
+        };
+        let m = Measurement {
+            now_us: 50_000 * i,
+            acked_bytes: (62_500.0 * k) as u64,
+            rtt_us,
+            min_rtt_us: 50_000,
+            ..Measurement::default()
+        };
+        let d = p.decide(&Features {
+            measurement: &m,
+            current,
+            candidates: &NAMES,
+            now_us: m.now_us,
+            srtt_us: 50_000,
+            reports: i,
+        });
+        if let Decision::SwitchTo(k) = d {
+            current = k;
+        }
+        out.push(d);
+    }
+    out
+}
+
+#[test]
+fn a_flow_that_keeps_its_start_over_its_own_queue_drains_to_one_bdp() {
+    assert_eq!(FEATURE_NAMES[drain::RTT_RATIO_LAST], "rtt_ratio_last");
+    // The RTT doubled at the probe's end (ratio 2 >= 1.5), the queue had drained before
+    // (1.0 <= 1.3), the path holds 43 packets (>= 40): one drain to 62,500 bytes, then the
+    // flow stays.
+    let probe = draining("1.5:1.3:40:1");
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let d = run_queued(&mut p, 100_000, 0.0);
+    assert!(d[..20].iter().all(|d| *d == Decision::Hold), "{d:?}");
+    assert_eq!(d[20], Decision::Drain { cwnd_bytes: 62_500 });
+    assert!(d[21..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    assert_eq!(p.chosen(), Some(0));
+    // Twice the BDP with two BDPs.
+    let mut p = draining("1.5:1.3:40:2").policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(
+        run_queued(&mut p, 100_000, 0.0)[20],
+        Decision::Drain {
+            cwnd_bytes: 125_000
+        }
+    );
+
+    // No drain: an RTT near its floor, a queue that never drained, a path under the least
+    // BDP, a flow that moves (a variable rate: Copa), a delay-sensitive flow.
+    for (spec, late, cv, ctx_port) in [
+        ("1.5:1.3:40:1", 70_000, 0.0, 0),
+        ("1.5:1.3:40:1", 100_000, 0.0, 5001),
+        ("1.5:1.3:50:1", 100_000, 0.0, 0),
+        ("2.5:1.3:40:1", 100_000, 0.0, 0),
+        ("1.5:1.3:40:1", 100_000, 0.5, 0),
+    ] {
+        let ctx = FlowContext {
+            dst_port: ctx_port,
+            ..FlowContext::for_candidates(&NAMES)
+        };
+        let mut p = draining(spec).policy(&ctx);
+        let d = run_queued(&mut p, late, cv);
+        assert!(
+            !d.iter().any(|d| matches!(d, Decision::Drain { .. })),
+            "{spec} {late} {cv} {ctx_port}: {d:?}"
+        );
+    }
+    // A queue up for the whole probe's last five RTTs never drained (ratio 2 > 1.3).
+    let mut x = [0.0; N_FEATURES];
+    x[drain::RTT_RATIO_LAST] = 2.0;
+    x[DRAINED] = 2.0;
+    x[delegate::RATE_MAX] = 10.0;
+    x[delegate::MIN_RTT] = 50.0;
+    let d = Drain::parse("1.5:1.3:40:1").unwrap();
+    assert_eq!(d.window_bytes(&x, 1448), None);
+    x[DRAINED] = 1.0;
+    assert_eq!(d.window_bytes(&x, 1448), Some(62_500));
+}
+
+#[test]
+fn drain_specs_parse_or_say_why_not() {
+    assert_eq!(
+        Drain::parse(" 1.5 : 1.3 : 40 : 1 "),
+        Ok(Drain {
+            min_ratio: 1.5,
+            max_drained: 1.3,
+            min_bdp_pkts: 40.0,
+            bdps: 1.0,
+        })
+    );
+    assert_eq!(default_drain(), Some(Drain::parse("1.5:1.3:40:1").unwrap()));
+    for bad in [
+        "1.5",
+        "1.5:1.3:40",
+        "1.5:1.3:40:1:1",
+        "0.5:1.3:40:1",
+        "1.5:0.9:40:1",
+        "1.5:1.3:-1:1",
+        "1.5:1.3:40:0.5",
+        "x:1.3:40:1",
+        "1.5:1.3:inf:1",
+    ] {
+        let e = Drain::parse(bad).unwrap_err();
+        assert!(
+            e.contains("not <min RTT ratio>:<max drained ratio>"),
+            "{bad}: {e}"
+        );
+    }
+}
