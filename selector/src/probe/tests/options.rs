@@ -1,5 +1,4 @@
-//! The probe's options: the delegate ([`super::super::delegate`]) and the drain
-//! ([`super::super::drain`]).
+//! The probe's options: the delegate (`probe::delegate`) and the drain (`probe::drain`).
 
 use super::*;
 
