@@ -16,8 +16,10 @@
 //!   `m < ato`: `ato/2 + m`, at most the RTO); a timer already running keeps its earlier expiry,
 //!   and fires at once when it would expire within `ato/4` anyway.
 //!
-//! Left out: the receive window (never limiting here), `pingpong` (interactive) mode, and
-//! jiffy rounding of the timer.
+//! Left out: the receive window and Linux's receive-buffer autotuning (not limiting on a
+//! clean path, but under random loss on a long path the kernel receiver's buffer grows only
+//! with in-order data and holds the sender back: `docs/calibration.md`, "Our CCP Copa, first
+//! look"), `pingpong` (interactive) mode, and jiffy rounding of the timer.
 //!
 //! With delayed ACKs off every segment is acknowledged on arrival (the simulator's earlier
 //! behaviour).

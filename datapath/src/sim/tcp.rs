@@ -14,8 +14,9 @@
 //! ACK as Linux's `tcp_rate.c` does.
 //!
 //! Loss recovery around the built-in congestion controls (sequence-based, PRR) is
-//! [`super::recovery`]'s. Left out: receive windows, Nagle, TSO/GSO bursts, SACK reneging, F-RTO and
-//! the spurious-retransmission undo.
+//! [`super::recovery`]'s. Left out: receive windows (see [`super::receiver`]: they hold senders
+//! back under random loss on long paths), Nagle, TSO/GSO bursts, SACK reneging, F-RTO and the
+//! spurious-retransmission undo.
 
 use std::collections::VecDeque;
 
