@@ -1,20 +1,24 @@
 //! The drain at the probe's end: a default-mode flow that keeps its start candidate while its
-//! RTT is still far above the path's floor has its window cut to a few path BDPs, as BBR's
-//! Drain follows its start-up (Cardwell et al., ACM Queue 2016).
+//! RTT is still far above the path's floor, over a queue of its own, has its window cut to the
+//! path's BDP, as BBR's Drain follows its start-up (Cardwell et al., ACM Queue 2016).
 //!
 //! Why: Copa, the default mode's start, overshoots in its slow start and drains what it queued
-//! only over seconds on long paths (on 6.9 Mbit/s x 109 ms, from 180 packets to the BDP's 65
-//! between 0.8 and 3.6 s: its velocity starts at one packet per RTT), so a 30-s flow on a
-//! 150-ms path spends a tenth of its life behind its own queue. TCP-RL's policy found a way out
-//! on these paths, a Westwood+ interlude of about a second whose first loss cuts the window to
-//! its bandwidth estimate, and earned 72-82 % of the long-path headroom of the validation sets
-//! with it (`docs/selector.md`); the drain does the cut itself, once, without leaving Copa.
+//! only over seconds on long paths (its velocity starts at one packet per RTT; in the simulator
+//! on a 60 Mbit/s, 158-ms path with a 1.9-BDP buffer its window holds the BDP and the whole
+//! buffer from 1.8 to 5.6 s). TCP-RL's policy found a way out on these paths, a Westwood+
+//! interlude of about a second whose first loss cuts the window to its bandwidth estimate, and
+//! earned 72-82 % of the long-path headroom of the validation sets with it
+//! (`docs/selector.md`); the drain makes the cut itself, once, without leaving Copa.
 //!
 //! The estimate: the probe's highest delivery rate times its minimum RTT (`rate_max_mbps` x
 //! `min_rtt_ms`, [`super::features`]), times [`Drain::bdps`]. A window already within it is
-//! left alone (the selector's [`crate::Decision::Drain`]). Left out: telling the flow's own
-//! queue from a competitor's (both look alike to the rate and the RTT: a queue that a
-//! competitor keeps is drained as well, and the competition watch still runs after).
+//! left alone (the selector's [`crate::Decision::Drain`]). Whose queue it is, is told only by
+//! whether it drained during the probe ([`Drain::max_drained`]). Left out: a later drain (a
+//! second and third, judged the same way on later windows, gained nothing on the training
+//! set). Measured against the simulator's Copa: under random loss on long paths the kernel's
+//! Copa builds a smaller start-up queue (its receiver's window holds it back; the simulator
+//! models none), so the drain fires there less (`docs/calibration.md`, "Our CCP Copa, first
+//! look").
 
 use super::features::N_FEATURES;
 
