@@ -1,14 +1,18 @@
 //! Delegation: at the probe's end, a default-mode flow whose path passes a gate hands every
 //! later decision to another policy, which has followed the flow since its first report.
+//! Measured and not deployed (off unless configured; `docs/selector/measured-not-deployed.md`,
+//! "A delegate for long paths"): the drain ([`super::drain`]) does the useful part in one
+//! re-seat.
 //!
 //! Why: on long wired paths (90-300 ms) TCP-RL's policy ([`crate::tcprl`]) captured 82 and
 //! 72 % of the headroom on the two validation sets of `selection-bench` where the probe's
 //! one switch lost (-110 and -20 %): the switch the probe's models can offer is a move for
 //! good, and on these paths a move away from Copa after its slow start costs more than it
-//! gains, while TCP-RL's policy lifts Copa's slow ramp with a Westwood+ interlude of about a
-//! second and comes back (`docs/selector.md`). So a flow whose probe saw a long path of its
-//! own (a minimum RTT of at least [`DelegateGate::min_rtt_ms`], and a queue that drained to
-//! within [`DelegateGate::max_drained`] of it: no competitor's standing queue) lets that policy
+//! gains, while TCP-RL's policy empties Copa's start-up queue with a Westwood+ interlude of
+//! about a second and comes back (`docs/selector.md`). So a flow whose probe saw a long, fast
+//! path of its own (a minimum RTT of at least [`DelegateGate::min_rtt_ms`], a highest delivery
+//! rate of at least [`DelegateGate::min_rate_mbps`], and a queue that drained to within
+//! [`DelegateGate::max_drained`] of the floor: no competitor's standing queue) lets that policy
 //! decide; every other flow keeps the probe's choice.
 //!
 //! The delegate sees every report from the flow's first on (its decisions are ignored until the
