@@ -289,10 +289,9 @@ fn delegate_from(value: &str) -> Result<Option<probe::Delegate>, String> {
         gate,
         // As `selector-tcprl` runs it: the policy was trained with every decision taking effect.
         hysteresis: HysteresisConfig::none(),
-        max_swaps: std::env::var("CCP_PROBE_DELEGATE_SWAPS")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(2),
+        max_swaps: env_f64("CCP_PROBE_DELEGATE_SWAPS")
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map_or(2, |n| n as u32),
     }))
 }
 
@@ -661,13 +660,7 @@ fn probing(
         candidates(),
         on_port(port, move |ctx| Box::new(shared.policy(ctx))),
     )
-    .with_hysteresis(
-        if std::env::var("CCP_PROBE_HYST").as_deref() == Ok("none") {
-            HysteresisConfig::none()
-        } else {
-            probe_hysteresis()
-        },
-    )
+    .with_hysteresis(probe_hysteresis())
     .with_path_change(path_change())
     .with_log(log.clone())
 }

@@ -29,7 +29,7 @@ use crate::hysteresis::HysteresisConfig;
 use crate::policy::{Decision, Features, FlowContext, SelectionPolicy};
 use crate::selector::PolicyFactory;
 
-use super::features::N_FEATURES;
+use super::features::{DRAINED, MIN_RTT, N_FEATURES, RATE_MAX};
 
 /// Which flows hand over at the probe's end.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,14 +64,10 @@ impl DelegateGate {
     /// Whether a probe with features `x` ([`super::FEATURE_NAMES`] order) passes.
     pub fn passes(&self, x: &[f64; N_FEATURES]) -> bool {
         x[MIN_RTT] >= self.min_rtt_ms
-            && x[super::DRAINED] <= self.max_drained
+            && x[DRAINED] <= self.max_drained
             && x[RATE_MAX] >= self.min_rate_mbps
     }
 }
-
-/// Where `min_rtt_ms` and `rate_max_mbps` are in [`super::FEATURE_NAMES`] (checked by a test).
-pub(crate) const MIN_RTT: usize = 0;
-pub(crate) const RATE_MAX: usize = 5;
 
 /// A policy default-mode flows hand over to, and the gate they pass first.
 #[derive(Clone)]

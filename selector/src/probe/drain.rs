@@ -20,7 +20,7 @@
 //! models none), so the drain fires there less (`docs/calibration.md`, "Our CCP Copa, first
 //! look").
 
-use super::features::N_FEATURES;
+use super::features::{DRAINED, MIN_RTT, N_FEATURES, RATE_MAX, RTT_RATIO_LAST};
 
 /// When a flow drains at the probe's end, and to how much.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,9 +37,6 @@ pub struct Drain {
     /// The window drained to, in path BDPs (rate x minimum RTT).
     pub bdps: f64,
 }
-
-/// Where `rtt_ratio_last` is in [`super::FEATURE_NAMES`] (checked by a test).
-pub(crate) const RTT_RATIO_LAST: usize = 3;
 
 impl Drain {
     /// Parses `<min RTT ratio>:<max drained ratio>:<min BDP packets>:<BDPs>`, e.g.
@@ -67,9 +64,9 @@ impl Drain {
     /// The window to drain to, bytes, for a probe with features `x` ([`super::FEATURE_NAMES`]
     /// order) on a flow of `mss_bytes` packets; `None` when the flow does not drain.
     pub fn window_bytes(&self, x: &[f64; N_FEATURES], mss_bytes: u64) -> Option<u32> {
-        let bdp = x[super::delegate::RATE_MAX] * 1e6 / 8.0 * x[super::delegate::MIN_RTT] / 1e3;
+        let bdp = x[RATE_MAX] * 1e6 / 8.0 * x[MIN_RTT] / 1e3;
         let drains = x[RTT_RATIO_LAST] >= self.min_ratio
-            && x[super::DRAINED] <= self.max_drained
+            && x[DRAINED] <= self.max_drained
             && bdp >= self.min_bdp_pkts * mss_bytes.max(1) as f64;
         let bytes = (bdp * self.bdps).round();
         (drains && bytes.is_finite() && bytes >= 1.0).then(|| bytes.min(f64::from(u32::MAX)) as u32)

@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub use delegate::{Delegate, DelegateGate};
 pub use drain::Drain;
+use features::DRAINED;
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
 pub use trial::{Trial, WindowScore};
@@ -173,9 +174,6 @@ impl QueueGate {
         candidate == self.candidate && (x[DRAINED] < self.min_drained || x[DRAINED].is_nan())
     }
 }
-
-/// Where `rtt_ratio_drained` is in [`FEATURE_NAMES`] (checked by a test).
-pub(crate) const DRAINED: usize = N_FEATURES - 1;
 
 /// The drain deployed flows make ([`drain`]): a default-mode flow that keeps its start drains
 /// at the probe's end when its last RTT is at least 1.5 times the floor, its queue drained to
@@ -477,7 +475,8 @@ impl ProbePolicy {
             return chosen;
         }
         self.later = false;
-        let (c, _) = self.choose_with(Some(&models), chosen, f.now_us);
+        let x = self.stats.features();
+        let (c, _) = self.choose_with(Some(&models), &x, chosen, f.now_us);
         if c != chosen {
             self.chosen = Some(c);
             self.watcher = None;
@@ -511,18 +510,18 @@ impl ProbePolicy {
     /// The candidate for the rest of the flow and its predicted gain over staying (0 when it
     /// stays or the switch is forced; the models still score every candidate then, for the
     /// explanation).
-    fn choose(&mut self, current: usize, now_us: u64) -> (usize, f64) {
-        self.choose_with(None, current, now_us)
+    fn choose(&mut self, x: &[f64; N_FEATURES], current: usize, now_us: u64) -> (usize, f64) {
+        self.choose_with(None, x, current, now_us)
     }
 
     /// [`ProbePolicy::choose`] with `models` instead of the choice's own (the later choice's).
     fn choose_with(
         &mut self,
         models: Option<&Arc<ProbeModels>>,
+        x: &[f64; N_FEATURES],
         current: usize,
         now_us: u64,
     ) -> (usize, f64) {
-        let x = self.stats.features();
         self.features = x.to_vec();
         let deferring = models.is_none() && self.defers();
         match &self.choice {
@@ -533,7 +532,7 @@ impl ProbePolicy {
                 ..
             } => {
                 let models = models.unwrap_or(own);
-                models.predict(self.mode, &self.names, &x, &mut self.scores);
+                models.predict(self.mode, &self.names, x, &mut self.scores);
                 if let Some(then) = self.forced {
                     return (then, 0.0);
                 }
@@ -554,7 +553,7 @@ impl ProbePolicy {
                         && self
                             .names
                             .get(i)
-                            .is_some_and(|n| gates.iter().any(|g| g.blocks(n, &x)))
+                            .is_some_and(|n| gates.iter().any(|g| g.blocks(n, x)))
                 };
                 let mut best = current;
                 for (i, s) in self.scores.iter().enumerate() {
@@ -579,7 +578,7 @@ impl ProbePolicy {
                     .push(ProbeRecord {
                         sock_id: self.sock_id,
                         at_us: now_us,
-                        features: x,
+                        features: *x,
                     });
                 (self.forced.unwrap_or(current), 0.0)
             }
@@ -628,9 +627,11 @@ impl SelectionPolicy for ProbePolicy {
                 }
                 return Decision::Hold;
             }
-            let (c, gain) = self.choose(f.current, f.now_us);
+            // The probe's features: the models, the delegate's gate and the drain read them.
+            let x = self.stats.features();
+            let (c, gain) = self.choose(&x, f.current, f.now_us);
             if let Some(d) = self.delegate.as_mut() {
-                if d.take_over(&self.stats.features()) {
+                if d.take_over(&x) {
                     self.chosen = Some(f.current);
                     return d.decide(f);
                 }
@@ -650,9 +651,9 @@ impl SelectionPolicy for ProbePolicy {
                     self.start_watch(c);
                     self.start_later(c);
                     if c == f.current
-                        && let Some(cwnd_bytes) = self.drain.and_then(|d| {
-                            d.window_bytes(&self.stats.features(), self.stats.mss_bytes())
-                        })
+                        && let Some(cwnd_bytes) = self
+                            .drain
+                            .and_then(|d| d.window_bytes(&x, self.stats.mss_bytes()))
                     {
                         return Decision::Drain { cwnd_bytes };
                     }

@@ -2,10 +2,19 @@ use std::collections::BTreeMap;
 
 use ccp_algorithms::Measurement;
 
-use super::features::FEATURE_SCHEMA_VERSION;
+use super::features::{FEATURE_SCHEMA_VERSION, MIN_RTT, RATE_MAX, RTT_RATIO_LAST};
 use super::*;
 
 const NAMES: [&str; 3] = ["bbr", "copa", "vegas"];
+
+/// A flow over [`NAMES`] to destination `port` (the preference modes' ports: 5001 delay,
+/// 5002 throughput).
+fn to_port(port: u32) -> FlowContext<'static> {
+    FlowContext {
+        dst_port: port,
+        ..FlowContext::for_candidates(&NAMES)
+    }
+}
 
 /// `ProbeChoice::Predict` on `models` with the default margin and nothing else (no trial,
 /// watch, hand-over, later models or gates), then the fields named set: `predict!(m, watch:
@@ -424,10 +433,7 @@ fn a_delay_sensitive_flow_keeps_its_start_whatever_the_models_predict() {
         predict!(one_second_models()),
         HashMap::from([(5001, Mode::Delay)]),
     );
-    let ctx = FlowContext {
-        dst_port: 5001,
-        ..FlowContext::for_candidates(&NAMES)
-    };
+    let ctx = to_port(5001);
     // The variable path on which a default-mode flow moves to Copa (predicted +0.3); the
     // delay-mode models predict +0.6 for it.
     let mut p = probe.policy(&ctx);
@@ -455,10 +461,7 @@ fn handing_over(handovers: Vec<Handover>) -> Arc<Probe> {
 
 #[test]
 fn a_handover_starts_a_flow_on_its_start_and_moves_it_at_the_probes_end() {
-    let delay = FlowContext {
-        dst_port: 5001,
-        ..FlowContext::for_candidates(&NAMES)
-    };
+    let delay = to_port(5001);
     let probe = handing_over(vec![Handover::parse("delay:vegas>copa").unwrap()]);
     let mut p = probe.policy(&delay);
     assert_eq!(
@@ -746,10 +749,7 @@ fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
     assert!(!p.afresh(2), "only the watch's own move is made afresh");
 
     // A delay-sensitive flow keeps its start: the watch is for the default mode.
-    let ctx = FlowContext {
-        dst_port: 5001,
-        ..FlowContext::for_candidates(&NAMES)
-    };
+    let ctx = to_port(5001);
     let mut p = probe.policy(&ctx);
     assert_eq!(feed_queue(&mut p, 0), None);
 }

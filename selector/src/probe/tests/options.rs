@@ -47,7 +47,7 @@ fn delegating(gate: &str, max_swaps: u32) -> (Arc<Probe>, Arc<std::sync::atomic:
 #[test]
 fn a_flow_past_the_gate_hands_every_later_decision_to_the_delegate() {
     use std::sync::atomic::Ordering::Relaxed;
-    assert_eq!(FEATURE_NAMES[delegate::MIN_RTT], "min_rtt_ms");
+    assert_eq!(FEATURE_NAMES[MIN_RTT], "min_rtt_ms");
     // The test path's minimum RTT is 50 ms and its queue drains (ratio 1.0): a gate at 40 ms
     // lets it pass. The delegate follows the flow from its first report, is not heard during
     // the probe (Hold), decides from the probe's end on, with its own hysteresis, and stops
@@ -98,10 +98,7 @@ fn a_flow_past_the_gate_hands_every_later_decision_to_the_delegate() {
 
     // A delay-sensitive flow never builds a delegate.
     let (probe, seen) = delegating("40:1.1:0", 2);
-    let delay = FlowContext {
-        dst_port: 5001,
-        ..FlowContext::for_candidates(&NAMES)
-    };
+    let delay = to_port(5001);
     let mut p = probe.policy(&delay);
     let mut current = p.initial();
     let d = run(&mut p, &mut current, 40, 0.0);
@@ -111,7 +108,7 @@ fn a_flow_past_the_gate_hands_every_later_decision_to_the_delegate() {
 
 #[test]
 fn delegate_gates_parse_or_say_why_not() {
-    assert_eq!(FEATURE_NAMES[delegate::RATE_MAX], "rate_max_mbps");
+    assert_eq!(FEATURE_NAMES[RATE_MAX], "rate_max_mbps");
     let g = DelegateGate::parse(" 90 : 1.1 : 20 ").unwrap();
     assert_eq!(
         g,
@@ -122,15 +119,11 @@ fn delegate_gates_parse_or_say_why_not() {
         }
     );
     let mut x = [0.0; N_FEATURES];
-    x[delegate::MIN_RTT] = 90.0;
+    x[MIN_RTT] = 90.0;
     x[DRAINED] = 1.1;
-    x[delegate::RATE_MAX] = 20.0;
+    x[RATE_MAX] = 20.0;
     assert!(g.passes(&x));
-    for (i, v) in [
-        (DRAINED, 1.2),
-        (delegate::MIN_RTT, 89.0),
-        (delegate::RATE_MAX, 19.0),
-    ] {
+    for (i, v) in [(DRAINED, 1.2), (MIN_RTT, 89.0), (RATE_MAX, 19.0)] {
         let mut y = x;
         y[i] = v;
         assert!(!g.passes(&y), "{i} = {v}");
@@ -208,7 +201,7 @@ fn run_queued(p: &mut ProbePolicy, late_rtt_us: u64, cv: f64) -> Vec<Decision> {
 
 #[test]
 fn a_flow_that_keeps_its_start_over_its_own_queue_drains_to_one_bdp() {
-    assert_eq!(FEATURE_NAMES[drain::RTT_RATIO_LAST], "rtt_ratio_last");
+    assert_eq!(FEATURE_NAMES[RTT_RATIO_LAST], "rtt_ratio_last");
     // The RTT doubled at the probe's end (ratio 2 >= 1.5), the queue had drained before
     // (1.0 <= 1.3), the path holds 43 packets (>= 40): one drain to 62,500 bytes, then the
     // flow stays.
@@ -237,10 +230,7 @@ fn a_flow_that_keeps_its_start_over_its_own_queue_drains_to_one_bdp() {
         ("2.5:1.3:40:1", 100_000, 0.0, 0),
         ("1.5:1.3:40:1", 100_000, 0.5, 0),
     ] {
-        let ctx = FlowContext {
-            dst_port: ctx_port,
-            ..FlowContext::for_candidates(&NAMES)
-        };
+        let ctx = to_port(ctx_port);
         let mut p = draining(spec).policy(&ctx);
         let d = run_queued(&mut p, late, cv);
         assert!(
@@ -250,10 +240,10 @@ fn a_flow_that_keeps_its_start_over_its_own_queue_drains_to_one_bdp() {
     }
     // A queue up for the whole probe's last five RTTs never drained (ratio 2 > 1.3).
     let mut x = [0.0; N_FEATURES];
-    x[drain::RTT_RATIO_LAST] = 2.0;
+    x[RTT_RATIO_LAST] = 2.0;
     x[DRAINED] = 2.0;
-    x[delegate::RATE_MAX] = 10.0;
-    x[delegate::MIN_RTT] = 50.0;
+    x[RATE_MAX] = 10.0;
+    x[MIN_RTT] = 50.0;
     let d = Drain::parse("1.5:1.3:40:1").unwrap();
     assert_eq!(d.window_bytes(&x, 1448), None);
     x[DRAINED] = 1.0;
