@@ -455,21 +455,22 @@ impl<I: Ipc> SelectorFlow<I> {
     }
 
     /// Re-seats the active candidate with its window cut to at most `cap_bytes` (a
-    /// [`Decision::Drain`]); a window already within it is left alone.
-    fn drain(&mut self, cap_bytes: u32, now_us: u64) {
+    /// [`Decision::Drain`]); a window already within it is left alone. Whether it re-seated
+    /// (if not, the candidate's own control for the report still applies).
+    fn drain(&mut self, cap_bytes: u32, now_us: u64) -> bool {
         let current = self.current;
         let Some(mut handoff) = self.handoff_at(now_us) else {
-            return;
+            return false;
         };
         let before = handoff.cwnd_bytes;
         if cap_bytes == 0 || before <= cap_bytes {
-            return;
+            return false;
         }
         handoff.cwnd_bytes = cap_bytes;
         handoff.ssthresh_bytes = handoff.ssthresh_bytes.min(cap_bytes);
         handoff.in_first_slow_start = false;
         let Some((installed_cwnd_bytes, _, _)) = self.hand_to(current, &handoff) else {
-            return;
+            return false;
         };
         self.log.drains.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
@@ -489,6 +490,7 @@ impl<I: Ipc> SelectorFlow<I> {
                 installed_cwnd_bytes,
             },
         });
+        true
     }
 
     /// Hands the flow from the active candidate to `to` with one CHANGE_PROG.
@@ -585,8 +587,9 @@ impl<I: Ipc> Flow for SelectorFlow<I> {
                 },
             });
         }
-        if let Decision::Drain { cwnd_bytes } = decision {
-            self.drain(cwnd_bytes, m.now_us);
+        if let Decision::Drain { cwnd_bytes } = decision
+            && self.drain(cwnd_bytes, m.now_us)
+        {
             return;
         }
         let hysteresis = self

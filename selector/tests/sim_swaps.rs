@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use ccp_algorithms::{BbrConfig, CubicConfig, DynAlgorithmConfig, RenoConfig, VegasConfig};
+use ccp_algorithms::{
+    BbrConfig, CopaConfig, CubicConfig, DynAlgorithmConfig, RenoConfig, VegasConfig,
+};
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
     FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
@@ -267,8 +269,9 @@ fn a_swap_made_afresh_starts_the_incoming_candidate_in_its_first_slow_start() {
     );
 }
 
-/// Stays on Cubic and asks once, on report `at`, for a drain to `cap_bytes`.
+/// Stays on candidate `on` and asks once, on report `at`, for a drain to `cap_bytes`.
 struct DrainOnce {
+    on: usize,
     at: u64,
     cap_bytes: u32,
 }
@@ -278,7 +281,7 @@ impl SelectionPolicy for DrainOnce {
         "drain-once"
     }
     fn initial(&self) -> usize {
-        1
+        self.on
     }
     fn decide(&mut self, f: &Features<'_>) -> Decision {
         if f.reports == self.at {
@@ -296,7 +299,13 @@ fn a_drain_re_seats_the_active_candidate_with_its_window_cut() {
     let drained = |cap_bytes: u32| {
         let sel = Selector::new(
             four(),
-            Arc::new(move |_: &FlowContext<'_>| Box::new(DrainOnce { at: 80, cap_bytes }) as _),
+            Arc::new(move |_: &FlowContext<'_>| {
+                Box::new(DrainOnce {
+                    on: 1,
+                    at: 80,
+                    cap_bytes,
+                }) as _
+            }),
         )
         .with_hysteresis(HysteresisConfig::default());
         run(sel, 10, 0)
@@ -390,4 +399,29 @@ fn a_policy_s_own_hysteresis_replaces_the_selector_s() {
     let swaps = log.swap_events();
     assert_eq!(swaps.len(), 1, "{swaps:?}");
     assert!(swaps[0].time_us < 200_000, "{:?}", swaps[0]);
+}
+
+#[test]
+fn a_drain_that_cuts_nothing_leaves_the_flow_as_it_was() {
+    // A window already within the cap: the report's own control still applies, so the flow is
+    // the candidate's alone, byte for byte (Copa in its slow start, which sets its window on
+    // every report: with a control dropped there it delivers two packets less in 10 s).
+    let delivered = |policy: fn() -> Box<dyn SelectionPolicy>| {
+        let copa: Vec<Box<dyn DynAlgorithmConfig>> = vec![Box::new(CopaConfig::default())];
+        let sel = Selector::new(copa, Arc::new(move |_: &FlowContext<'_>| policy()));
+        run(sel, 10, 0).0.flows[0]
+            .series
+            .last()
+            .unwrap()
+            .delivered_bytes
+    };
+    let drained = delivered(|| {
+        Box::new(DrainOnce {
+            on: 0,
+            at: 10,
+            cap_bytes: u32::MAX,
+        })
+    });
+    let alone = delivered(|| Box::new(StaticPolicy { candidate: 0 }));
+    assert_eq!(drained, alone);
 }
