@@ -239,3 +239,47 @@ fn the_record_delay_keeps_per_rtt_reports_from_slipping_on_exact_ties() {
     assert!((90..=110).contains(&with), "{with} reports");
     assert!(exact * 100 < with * 95, "{exact} reports without the delay");
 }
+
+/// Linux's receiver offers 64 KiB first (45 segments) and grows its buffer once per RTT from
+/// what the application read (`rwnd`: dynamic right-sizing), so a fixed 1,000-packet window on
+/// a clean 100 ms path goes out over the first RTTs as the receiver allows, while without a
+/// receive window it goes out at once; once the buffer has grown both deliver the same.
+#[test]
+fn the_receivers_window_holds_back_a_large_window_for_its_first_rtts() {
+    let bps = 200_000_000;
+    let flow = FlowSpec::bulk(
+        Scheme::Fixed {
+            cwnd_bytes: 1000 * MSS,
+        },
+        50 * MS,
+    );
+    let delivered_by = |r: &SimResult, t_ns: u64| {
+        r.flows[0]
+            .series
+            .iter()
+            .take_while(|s| s.t_ns <= t_ns)
+            .last()
+            .map_or(0, |s| s.delivered_bytes)
+    };
+    let mut rates = Vec::new();
+    for (model, first_rtts) in [
+        (TcpModel::with_receive_window(), 45..=200),
+        (TcpModel::default(), 1000..=2000),
+    ] {
+        let mut cfg = config(bps, 50_000_000, 0.0, vec![flow.clone()], 3_000);
+        cfg.sample_interval_ns = 10 * MS;
+        let r = run(cfg, model);
+        // Two RTTs in: the first flight (and with a receive window, about one more) is in.
+        let segs = delivered_by(&r, 210 * MS) / u64::from(MSS);
+        assert!(
+            first_rtts.contains(&segs),
+            "{segs} segments delivered in two RTTs with {model:?}"
+        );
+        rates.push(delivered_by(&r, 3_000 * MS) - delivered_by(&r, 2_000 * MS));
+    }
+    let (with, without) = (rates[0] as f64, rates[1] as f64);
+    assert!(
+        (with / without - 1.0).abs() < 0.02,
+        "after two seconds: {with} vs {without} bytes per second"
+    );
+}

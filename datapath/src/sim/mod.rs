@@ -25,6 +25,7 @@ pub mod realtime;
 pub mod receiver;
 pub mod recovery;
 pub mod rng;
+pub mod rwnd;
 pub mod tcp;
 
 pub use crate::netem::{

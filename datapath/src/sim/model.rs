@@ -41,7 +41,17 @@ pub struct TcpModel {
     /// that reports when `Micros` exceeds the last RTT sample meets exact ties on a path
     /// whose RTT does not vary and reports a round late.
     pub ccp_record_delay_ns: u64,
+    /// The receiver's window ([`super::rwnd`]: Linux's receive-buffer autotuning), with the
+    /// buffer growing to at most this many bytes (`tcp_rmem[2]`; the kernel testbed's is
+    /// [`RMEM_MAX_BYTES`]). 0, the default: no receive window, only the congestion window
+    /// holds a sender back. Opt-in until Copa's start-up on lossy long paths agrees with the
+    /// kernel's with it (`docs/calibration.md`, "The receive window").
+    pub rmem_max_bytes: u64,
 }
+
+/// [`TcpModel::rmem_max_bytes`]'s default: the kernel testbed's `tcp_rmem[2]`
+/// (`DEFAULT_SOCKET_BUFFER_MAX_BYTES` of its testbed module), 32 MiB.
+pub const RMEM_MAX_BYTES: u64 = 32 << 20;
 
 impl Default for TcpModel {
     fn default() -> Self {
@@ -52,11 +62,21 @@ impl Default for TcpModel {
             linux_rto: true,
             rack_tlp: true,
             ccp_record_delay_ns: CCP_RECORD_DELAY_NS,
+            rmem_max_bytes: 0,
         }
     }
 }
 
 impl TcpModel {
+    /// [`TcpModel::default`] with the kernel testbed's receivers: a receive window whose buffer
+    /// autotunes up to [`RMEM_MAX_BYTES`].
+    pub fn with_receive_window() -> Self {
+        Self {
+            rmem_max_bytes: RMEM_MAX_BYTES,
+            ..Self::default()
+        }
+    }
+
     /// The simulator's model before delayed ACKs, Linux recovery, the token burst, Linux's
     /// RTO and RACK-TLP: every packet acknowledged at once, the time-based one-cut-per-RTT loss
     /// response, plain serialization, `max(srtt + 4 rttvar, 200 ms)`, RFC 9002 thresholds.
@@ -68,6 +88,7 @@ impl TcpModel {
             linux_rto: false,
             rack_tlp: false,
             ccp_record_delay_ns: 0,
+            rmem_max_bytes: 0,
         }
     }
 }

@@ -222,6 +222,9 @@ struct FlowState {
     /// `ack_pns` belong to each, oldest first).
     ack_pns: VecDeque<u64>,
     ack_counts: VecDeque<u32>,
+    /// The receive window's right edge each ACK on its way back advertises, in segments
+    /// (empty without a receive window).
+    ack_edges: VecDeque<u64>,
     /// When the latest ACK reaches the sender, ns (ACKs keep their order).
     last_ack_arrival_ns: u64,
     /// Scratch for the packets of the ACK being processed.
@@ -361,6 +364,7 @@ impl Simulation {
             });
         for fl in &mut self.flows {
             fl.receiver = new_receiver(&fl.spec, model);
+            init_rwnd(&mut fl.sender, &mut fl.receiver);
             fl.sender.linux_rto = model.linux_rto;
             fl.sender.rack_tlp = model.rack_tlp;
         }
@@ -387,7 +391,7 @@ impl Simulation {
         {
             link.set_burst(htb_burst_bytes(bps));
         }
-        let flows = cfg
+        let mut flows = cfg
             .flows
             .iter()
             .map(|spec| FlowState {
@@ -412,11 +416,15 @@ impl Simulation {
                 rx_pending: Vec::new(),
                 ack_pns: VecDeque::new(),
                 ack_counts: VecDeque::new(),
+                ack_edges: VecDeque::new(),
                 last_ack_arrival_ns: 0,
                 ack_scratch: Vec::new(),
                 spec: spec.clone(),
             })
-            .collect();
+            .collect::<Vec<_>>();
+        for fl in &mut flows {
+            init_rwnd(&mut fl.sender, &mut fl.receiver);
+        }
         let mut sim = Self {
             agent: None,
             now: 0,
@@ -672,7 +680,9 @@ impl Simulation {
         let owd = fl.spec.one_way_delay_ns;
         let arrival = self.now + owd;
         fl.rx_pending.push(p.pn);
-        match fl.receiver.on_segment(p.seg, arrival) {
+        // The receiver's RTT sample (timestamp echo): the packet's way here and an ACK's back.
+        let rtt_sample = arrival.saturating_sub(p.enqueued_ns) + owd;
+        match fl.receiver.on_segment_rtt(p.seg, arrival, rtt_sample) {
             AckDecision::Now => self.send_ack(p.flow, arrival),
             AckDecision::Delay(deadline) => {
                 self.schedule(
@@ -700,6 +710,9 @@ impl Simulation {
         fl.last_ack_arrival_ns = ack_at;
         fl.ack_counts.push_back(fl.rx_pending.len() as u32);
         fl.ack_pns.extend(fl.rx_pending.drain(..));
+        if let Some(edge) = fl.receiver.advertise_segs() {
+            fl.ack_edges.push_back(edge);
+        }
         self.schedule(ack_at, Ev::Ack { flow: f });
     }
 
@@ -734,6 +747,9 @@ impl Simulation {
         let mut pns = std::mem::take(&mut fl.ack_scratch);
         pns.clear();
         pns.extend(fl.ack_pns.drain(..n.min(fl.ack_pns.len())));
+        if let Some(edge) = fl.ack_edges.pop_front() {
+            fl.sender.set_rwnd_edge_seg(edge);
+        }
         if fl.done {
             fl.ack_scratch = pns;
             return Ok(());
@@ -928,9 +944,20 @@ fn sender_view(s: &Sender) -> SenderView {
 /// A flow's receiver under `model`. Its RTO (for the idle test of quick-ack mode and the
 /// `ato` bound) is Linux's after a handshake on an empty path: the RTT plus the 200 ms floor.
 fn new_receiver(spec: &FlowSpec, model: TcpModel) -> Receiver {
-    Receiver::new(
+    let r = Receiver::new(
         spec.mss_bytes,
         model.delayed_ack,
         2 * spec.one_way_delay_ns + MIN_RTO_NS,
-    )
+    );
+    if model.rmem_max_bytes > 0 {
+        r.with_window(model.rmem_max_bytes)
+    } else {
+        r
+    }
+}
+
+/// The sender starts with the window the receiver offers in the handshake (none without a
+/// receive window).
+fn init_rwnd(sender: &mut Sender, receiver: &mut Receiver) {
+    sender.reset_rwnd(receiver.advertise_segs());
 }

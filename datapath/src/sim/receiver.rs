@@ -16,15 +16,18 @@
 //!   `m < ato`: `ato/2 + m`, at most the RTO); a timer already running keeps its earlier expiry,
 //!   and fires at once when it would expire within `ato/4` anyway.
 //!
-//! Left out: the receive window and Linux's receive-buffer autotuning (not limiting on a
-//! clean path, but under random loss on a long path the kernel receiver's buffer grows only
-//! with in-order data and holds the sender back: `docs/calibration.md`, "Our CCP Copa, first
-//! look"), `pingpong` (interactive) mode, and jiffy rounding of the timer.
+//! With a receive window ([`Receiver::with_window`], [`crate::sim::TcpModel::rmem_max_bytes`],
+//! opt-in) every ACK carries the right edge Linux would advertise ([`super::rwnd`]: the window
+//! and the receive-buffer autotuning).
+//!
+//! Left out: `pingpong` (interactive) mode, and jiffy rounding of the timer.
 //!
 //! With delayed ACKs off every segment is acknowledged on arrival (the simulator's earlier
 //! behaviour).
 
 use std::collections::BTreeSet;
+
+use super::rwnd::RecvWindow;
 
 /// `TCP_ATO_MIN` = `TCP_DELACK_MIN`: HZ/25, ns.
 pub const ATO_MIN_NS: u64 = 40_000_000;
@@ -65,6 +68,8 @@ pub struct Receiver {
     timer_ns: Option<u64>,
     /// The receiver's retransmission timeout (idle test and `ato` bound), ns.
     rto_ns: u64,
+    /// The receive window, if modelled.
+    window: Option<RecvWindow>,
 }
 
 impl Receiver {
@@ -83,7 +88,47 @@ impl Receiver {
             lrcvtime_ns: 0,
             timer_ns: None,
             rto_ns,
+            window: None,
         }
+    }
+
+    /// The same receiver advertising a receive window whose buffer may grow to
+    /// `rmem_max_bytes` (`tcp_rmem[2]`).
+    #[must_use]
+    pub fn with_window(mut self, rmem_max_bytes: u64) -> Self {
+        self.window = Some(RecvWindow::new(self.mss as u32, rmem_max_bytes));
+        self
+    }
+
+    /// The receive window's state, if modelled.
+    pub fn window(&self) -> Option<&RecvWindow> {
+        self.window.as_ref()
+    }
+
+    /// The right edge of the receive window an ACK sent now advertises, in whole segments
+    /// (`None`: no window modelled).
+    pub fn advertise_segs(&mut self) -> Option<u64> {
+        let (nxt, ofo, mss) = (self.rcv_nxt, self.ofo.len() as u64, self.mss);
+        self.window
+            .as_mut()
+            .map(|w| w.advertise(nxt * mss, ofo) / mss)
+    }
+
+    /// Updates the receive window for segment `seg` that just arrived at `now_ns`, sent
+    /// `rtt_sample_ns` after the ACK it would echo; `prev_nxt`: `rcv_nxt` before it.
+    fn window_on_segment(&mut self, prev_nxt: u64, now_ns: u64, rtt_sample_ns: u64) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        let ofo_end = self.ofo.last().map_or(self.rcv_nxt, |&s| s + 1);
+        w.on_segment(
+            now_ns,
+            rtt_sample_ns,
+            self.rcv_nxt > prev_nxt,
+            self.rcv_nxt * self.mss,
+            self.ofo.len() as u64,
+            ofo_end * self.mss,
+        );
     }
 
     /// When the armed delayed-ACK timer runs out, ns.
@@ -121,6 +166,22 @@ impl Receiver {
 
     /// Segment `seg` arrives at `now_ns`.
     pub fn on_segment(&mut self, seg: u64, now_ns: u64) -> AckDecision {
+        self.on_segment_rtt(seg, now_ns, 0)
+    }
+
+    /// Segment `seg` arrives at `now_ns`, `rtt_sample_ns` after the receiver sent the ACK it
+    /// echoes (the receiver's RTT sample, for its window's autotuning).
+    pub fn on_segment_rtt(&mut self, seg: u64, now_ns: u64, rtt_sample_ns: u64) -> AckDecision {
+        let prev_nxt = self.rcv_nxt;
+        let fresh = seg >= self.rcv_nxt && !self.ofo.contains(&seg);
+        let decision = self.decide(seg, now_ns);
+        if fresh {
+            self.window_on_segment(prev_nxt, now_ns, rtt_sample_ns);
+        }
+        decision
+    }
+
+    fn decide(&mut self, seg: u64, now_ns: u64) -> AckDecision {
         if !self.delayed {
             if seg == self.rcv_nxt {
                 self.rcv_nxt += 1;

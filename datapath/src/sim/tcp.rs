@@ -14,8 +14,8 @@
 //! ACK as Linux's `tcp_rate.c` does.
 //!
 //! Loss recovery around the built-in congestion controls (sequence-based, PRR) is
-//! [`super::recovery`]'s. Left out: receive windows (see [`super::receiver`]: they hold senders
-//! back under random loss on long paths), Nagle, TSO/GSO bursts, SACK reneging, F-RTO and the
+//! [`super::recovery`]'s. New data is sent only within the receiver's window when one is
+//! modelled ([`Sender::set_rwnd_edge_seg`], [`super::rwnd`]). Left out: Nagle, TSO/GSO bursts, SACK reneging, F-RTO and the
 //! spurious-retransmission undo.
 
 use std::collections::VecDeque;
@@ -141,6 +141,8 @@ pub struct Sender {
     pub timer_lost_pkts: u64,
     /// Loss probes sent.
     pub probes: u64,
+    /// The receiver's window: new segments below this one may be sent (`None`: no window).
+    rwnd_edge_seg: Option<u64>,
 }
 
 /// Which of the sender's timers fired ([`Sender::on_timer`]).
@@ -201,6 +203,7 @@ impl Sender {
             tlp_retx: None,
             timer_lost_pkts: 0,
             probes: 0,
+            rwnd_edge_seg: None,
         }
     }
 
@@ -367,8 +370,30 @@ impl Sender {
         }
         match self.total_segs() {
             Some(n) if self.next_new_seg >= n => None,
+            // tcp_snd_wnd_test: new data must fit in the receiver's window.
+            _ if self.rwnd_edge_seg.is_some_and(|e| self.next_new_seg >= e) => None,
             _ => Some(self.next_new_seg),
         }
+    }
+
+    /// The receiver advertised a window ending before segment `edge_seg` (the edge only moves
+    /// forward: a receiver does not shrink its window).
+    pub fn set_rwnd_edge_seg(&mut self, edge_seg: u64) {
+        self.rwnd_edge_seg = Some(self.rwnd_edge_seg.map_or(edge_seg, |e| e.max(edge_seg)));
+    }
+
+    /// Starts over with the receiver's initial window ending before segment `edge_seg`
+    /// (`None`: no receive window).
+    pub fn reset_rwnd(&mut self, edge_seg: Option<u64>) {
+        self.rwnd_edge_seg = edge_seg;
+    }
+
+    /// Whether the receiver's window, not the congestion window, holds back new data now.
+    pub fn rwnd_limited(&self) -> bool {
+        self.rwnd_edge_seg.is_some_and(|e| self.next_new_seg >= e)
+            && self.retx.is_empty()
+            && !self.app_paused
+            && self.total_segs().is_none_or(|n| self.next_new_seg < n)
     }
 
     /// When the sender could send next: `Some(now)` if it can send now, a later time if only

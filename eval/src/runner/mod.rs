@@ -21,7 +21,7 @@ use ccp_datapath::netem::{
     FlowResult, FlowSpec, LinkRate, LinkSpec, Network, NetworkSpec, PathChange, Scheme,
 };
 use ccp_datapath::runtime::UnixTransport;
-use ccp_datapath::sim::{RealtimeSimulator, Simulator};
+use ccp_datapath::sim::{RealtimeSimulator, Simulator, TcpModel};
 use ccp_datapath::stats::percentile_unsorted;
 use ccp_selector::EventKind;
 use thiserror::Error;
@@ -507,12 +507,34 @@ fn simulate(
         .then(|| schemes::agent_for(flows_port(scenario, cond)))
         .unzip();
     planned.run_on(
-        Simulator::new(agent),
+        Simulator::new(agent).with_model(sim_model()),
         scenario,
         cond,
         job,
         selectors.as_ref(),
     )
+}
+
+/// The simulator's TCP model: Linux's ([`TcpModel::default`]), with a receive window whose
+/// buffer grows to `CCP_SIM_RMEM_MAX` bytes when that is set (e.g. 33554432, the kernel
+/// testbed's `tcp_rmem[2]`; 0: none, the default), for side-by-side runs
+/// (`docs/calibration.md`, "The receive window"). A value that is not a byte count is
+/// reported on stderr and left out.
+fn sim_model() -> TcpModel {
+    let mut model = TcpModel::default();
+    if let Some(max) = sim_rmem_max() {
+        model.rmem_max_bytes = max;
+    }
+    model
+}
+
+/// `CCP_SIM_RMEM_MAX`, if set.
+fn sim_rmem_max() -> Option<u64> {
+    let v = std::env::var("CCP_SIM_RMEM_MAX").ok()?;
+    v.trim()
+        .parse()
+        .map_err(|_| eprintln!("CCP_SIM_RMEM_MAX={v:?} is not a byte count; no receive window"))
+        .ok()
 }
 
 /// A finished run's flows, from either datapath: what rows and series are made of.
