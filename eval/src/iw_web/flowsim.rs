@@ -95,7 +95,8 @@ pub fn simulate(path: Path, pkts: u32, iw_pkts: u32, sender: Sender) -> Outcome 
             ..DatapathConfig::default()
         },
     };
-    let result = Simulation::new(cfg, None).and_then(Simulation::run);
+    let result =
+        Simulation::new(cfg, None).and_then(|sim| sim.with_model(crate::runner::sim_model()).run());
     let Some(r) = result.ok().and_then(|mut r| r.flows.pop()) else {
         // Built-in schemes need no agent and cannot fail; count it as a flow that never ended.
         return Outcome {

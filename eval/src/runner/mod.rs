@@ -520,12 +520,15 @@ fn simulate(
 /// testbed's `tcp_rmem[2]`; 0: none, the default), for side-by-side runs
 /// (`docs/calibration.md`, "The receive window"). A value that is not a byte count is
 /// reported on stderr and left out.
-fn sim_model() -> TcpModel {
-    let mut model = TcpModel::default();
-    if let Some(max) = sim_rmem_max() {
-        model.rmem_max_bytes = max;
-    }
-    model
+pub(crate) fn sim_model() -> TcpModel {
+    static MODEL: std::sync::OnceLock<TcpModel> = std::sync::OnceLock::new();
+    *MODEL.get_or_init(|| {
+        let mut model = TcpModel::default();
+        if let Some(max) = sim_rmem_max() {
+            model.rmem_max_bytes = max;
+        }
+        model
+    })
 }
 
 /// `CCP_SIM_RMEM_MAX`, if set.
