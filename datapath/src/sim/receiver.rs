@@ -100,11 +100,6 @@ impl Receiver {
         self
     }
 
-    /// The receive window's state, if modelled.
-    pub fn window(&self) -> Option<&RecvWindow> {
-        self.window.as_ref()
-    }
-
     /// The right edge of the receive window an ACK sent now advertises, in whole segments
     /// (`None`: no window modelled).
     pub fn advertise_segs(&mut self) -> Option<u64> {

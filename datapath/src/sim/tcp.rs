@@ -388,14 +388,6 @@ impl Sender {
         self.rwnd_edge_seg = edge_seg;
     }
 
-    /// Whether the receiver's window, not the congestion window, holds back new data now.
-    pub fn rwnd_limited(&self) -> bool {
-        self.rwnd_edge_seg.is_some_and(|e| self.next_new_seg >= e)
-            && self.retx.is_empty()
-            && !self.app_paused
-            && self.total_segs().is_none_or(|n| self.next_new_seg < n)
-    }
-
     /// When the sender could send next: `Some(now)` if it can send now, a later time if only
     /// pacing holds it back, `None` if the window is full or there is no data.
     pub fn send_time(&self, now_ns: u64) -> Option<u64> {
