@@ -167,6 +167,9 @@ impl Receiver {
     /// Segment `seg` arrives at `now_ns`, `rtt_sample_ns` after the receiver sent the ACK it
     /// echoes (the receiver's RTT sample, for its window's autotuning).
     pub fn on_segment_rtt(&mut self, seg: u64, now_ns: u64, rtt_sample_ns: u64) -> AckDecision {
+        if self.window.is_none() {
+            return self.decide(seg, now_ns);
+        }
         let prev_nxt = self.rcv_nxt;
         let fresh = seg >= self.rcv_nxt && !self.ofo.contains(&seg);
         let decision = self.decide(seg, now_ns);

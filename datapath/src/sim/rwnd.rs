@@ -84,14 +84,15 @@ impl RecvWindow {
         }
         let wscale = (rmem_max.max(CORE_RMEM_MAX_BYTES).ilog2().saturating_sub(15)).min(MAX_WSCALE);
         let ratio = SCALING_RATIO;
+        let window_clamp = win_from_space(RMEM_DEFAULT_BYTES, ratio);
         Self {
             mss,
             rmem_max,
             wscale,
             ratio,
             rcvbuf: RMEM_DEFAULT_BYTES,
-            window_clamp: win_from_space(RMEM_DEFAULT_BYTES, ratio),
-            rcv_ssthresh: init.min(win_from_space(RMEM_DEFAULT_BYTES, ratio)),
+            window_clamp,
+            rcv_ssthresh: init.min(window_clamp),
             // tcp_init_buffer_space: min(rcv_ssthresh, rcv_wnd, TCP_INIT_CWND x advmss).
             space: init.min(10 * mss),
             space_seq: 0,
@@ -125,7 +126,8 @@ impl RecvWindow {
 
     /// A segment arrived at `now_ns`, `rtt_sample_ns` after the receiver's ACK it echoes;
     /// `in_order`: it advanced `rcv_nxt` (now `rcv_nxt_bytes`), else it waits out of order;
-    /// `ofo_segs` and `ofo_end_bytes`: the out-of-order queue after it.
+    /// `ofo_segs` and `ofo_end_bytes`: the out-of-order queue after it (its size, and the end
+    /// of its last segment, `rcv_nxt_bytes` when it is empty).
     pub fn on_segment(
         &mut self,
         now_ns: u64,
@@ -139,7 +141,7 @@ impl RecvWindow {
         self.rtt_sample(now_ns, rtt_sample_ns);
         self.grow_window(ofo_segs);
         if in_order {
-            self.space_adjust(now_ns, rcv_nxt_bytes, ofo_segs, ofo_end_bytes);
+            self.space_adjust(now_ns, rcv_nxt_bytes, ofo_end_bytes);
         } else {
             self.rcvbuf_grow(self.space, rcv_nxt_bytes, ofo_end_bytes);
         }
@@ -170,15 +172,14 @@ impl RecvWindow {
     }
 
     /// `tcp_rcv_space_adjust` after the application read up to `rcv_nxt_bytes`.
-    fn space_adjust(&mut self, now_ns: u64, rcv_nxt_bytes: u64, ofo_segs: u64, ofo_end: u64) {
+    fn space_adjust(&mut self, now_ns: u64, rcv_nxt_bytes: u64, ofo_end: u64) {
         let start = self.space_time_ns.unwrap_or(now_ns);
         if self.rtt8_ns == 0 || now_ns - start < self.rtt8_ns / 8 {
             return;
         }
         let copied = rcv_nxt_bytes.saturating_sub(self.space_seq);
         if copied > self.space {
-            let end = if ofo_segs > 0 { ofo_end } else { rcv_nxt_bytes };
-            self.rcvbuf_grow(copied, rcv_nxt_bytes, end);
+            self.rcvbuf_grow(copied, rcv_nxt_bytes, ofo_end);
         }
         self.space_seq = rcv_nxt_bytes;
         self.space_time_ns = Some(now_ns);
