@@ -205,6 +205,29 @@ fn the_srtt_series_is_sampled_every_10_ms() {
     assert!((20_000..20_400).contains(&last), "srtt {last} µs");
 }
 
+/// A run whose flows have all ended stops there: nothing is left to sample, so a short
+/// flow given ten minutes of virtual time costs what the flow itself costs, with the same
+/// results as a run whose duration ends just after it.
+#[test]
+fn a_run_ends_with_its_last_finite_flow() {
+    let bps = 20_000_000;
+    let mut flow = FlowSpec::bulk(Scheme::Cubic, 10 * MS);
+    flow.size_bytes = Some(100 * u64::from(MSS));
+    let long = run(
+        config(bps, 200_000, 0.0, vec![flow.clone()], 600_000),
+        TcpModel::default(),
+    );
+    let short = run(
+        config(bps, 200_000, 0.0, vec![flow], 1_000),
+        TcpModel::default(),
+    );
+    let (l, s) = (&long.flows[0], &short.flows[0]);
+    assert!(l.completion_ns.is_some_and(|t| t < 1_000 * MS), "{:?}", l.completion_ns);
+    assert_eq!(l.completion_ns, s.completion_ns);
+    assert_eq!(l.srtt_samples_us, s.srtt_samples_us);
+    assert_eq!(long.events, short.events, "events after the flow ended");
+}
+
 /// A datapath program that reports when `Micros` passes the last RTT sample reports once per
 /// RTT (and at once on a loss) on the kernel, where each ACK reaches the CCP runtime a little late (the BPF ring buffer
 /// and the bridge). On a path whose RTT never varies, handling every ACK at its own exact time

@@ -737,7 +737,11 @@ impl Simulation {
                     .push((srtt / 1_000).min(u64::from(u32::MAX)) as u32);
             }
         }
-        self.schedule(self.now + SRTT_SAMPLE_INTERVAL_NS, Ev::SrttSample);
+        // Once every flow has ended there is nothing left to sample: a finite flow's run then
+        // ends with its last event instead of ticking on to the configured duration.
+        if self.flows.iter().any(|f| !f.done) {
+            self.schedule(self.now + SRTT_SAMPLE_INTERVAL_NS, Ev::SrttSample);
+        }
     }
 
     fn ack(&mut self, f: usize) -> Result<(), SimError> {
