@@ -222,7 +222,11 @@ fn a_run_ends_with_its_last_finite_flow() {
         TcpModel::default(),
     );
     let (l, s) = (&long.flows[0], &short.flows[0]);
-    assert!(l.completion_ns.is_some_and(|t| t < 1_000 * MS), "{:?}", l.completion_ns);
+    assert!(
+        l.completion_ns.is_some_and(|t| t < 1_000 * MS),
+        "{:?}",
+        l.completion_ns
+    );
     assert_eq!(l.completion_ns, s.completion_ns);
     assert_eq!(l.srtt_samples_us, s.srtt_samples_us);
     assert_eq!(long.events, short.events, "events after the flow ended");
