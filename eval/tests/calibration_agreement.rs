@@ -19,7 +19,7 @@ fn manifest() -> &'static Path {
 }
 
 #[test]
-fn the_simulator_stays_within_bounds_of_the_kernel_in_72_of_80_cells_and_10_of_16_of_its_bbr() {
+fn the_simulator_stays_within_bounds_of_the_kernel_in_70_of_80_cells_and_10_of_16_of_its_bbr() {
     let s = Scenario::load(&manifest().join("scenarios/calibrate-tcp.toml"))
         .expect("calibrate-tcp.toml");
     let opts = RunOptions {
@@ -41,9 +41,12 @@ fn the_simulator_stays_within_bounds_of_the_kernel_in_72_of_80_cells_and_10_of_1
     let lossy = cells.iter().filter(|c| c.loss > 0.0).filter(both).count();
     let clean = cells.iter().filter(|c| c.loss == 0.0).filter(both).count();
     let misses = outside_bounds(&cells);
-    // docs/calibration.md, third pass: 36 loss-free and 36 lossy cells within both bounds.
+    // docs/calibration.md, third pass: 36 loss-free and 36 lossy cells within both bounds;
+    // since SACK compression ("SACK compression", 2026-11-29): 36 and 34 (two lossy CCP Reno
+    // cells left the utilization bound by under a point, -5.6 and -5.8 %, a loss-free CCP BBR
+    // cell the p95 bound, +10.5 %, and a loss-free native-reno cell came in, +29.6 -> +1.6 %).
     assert!(
-        clean >= 36 && lossy >= 36,
+        clean >= 36 && lossy >= 34,
         "within both bounds: {clean}/40 loss-free, {lossy}/40 lossy; misses:\n{}",
         misses.join("\n")
     );

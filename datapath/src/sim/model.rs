@@ -47,6 +47,11 @@ pub struct TcpModel {
     /// holds a sender back. Opt-in until Copa's start-up on lossy long paths agrees with the
     /// kernel's with it (`docs/calibration.md`, "The receive window").
     pub rmem_max_bytes: u64,
+    /// SACK compression at the receiver, as Linux's (default since 4.20; [`super::receiver`]:
+    /// after three duplicate ACKs at one `rcv_nxt`, ACKs for out-of-order data wait up to
+    /// 1 ms, or RTT/20, and leave as one). Off: every out-of-order segment is acknowledged at
+    /// once (the simulator before 2026-11-29).
+    pub sack_compression: bool,
 }
 
 /// [`TcpModel::rmem_max_bytes`]'s default: the kernel testbed's `tcp_rmem[2]`
@@ -63,6 +68,7 @@ impl Default for TcpModel {
             rack_tlp: true,
             ccp_record_delay_ns: CCP_RECORD_DELAY_NS,
             rmem_max_bytes: 0,
+            sack_compression: true,
         }
     }
 }
@@ -78,7 +84,7 @@ impl TcpModel {
     }
 
     /// The simulator's model before delayed ACKs, Linux recovery, the token burst, Linux's
-    /// RTO and RACK-TLP: every packet acknowledged at once, the time-based one-cut-per-RTT loss
+    /// RTO, RACK-TLP and SACK compression: every packet acknowledged at once, the time-based one-cut-per-RTT loss
     /// response, plain serialization, `max(srtt + 4 rttvar, 200 ms)`, RFC 9002 thresholds.
     pub fn legacy() -> Self {
         Self {
@@ -89,6 +95,7 @@ impl TcpModel {
             rack_tlp: false,
             ccp_record_delay_ns: 0,
             rmem_max_bytes: 0,
+            sack_compression: false,
         }
     }
 }

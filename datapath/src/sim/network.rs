@@ -684,6 +684,7 @@ impl Simulation {
         let rtt_sample = arrival.saturating_sub(p.enqueued_ns) + owd;
         match fl.receiver.on_segment_rtt(p.seg, arrival, rtt_sample) {
             AckDecision::Now => self.send_ack(p.flow, arrival),
+            AckDecision::Pending => {}
             AckDecision::Delay(deadline) => {
                 self.schedule(
                     deadline.saturating_sub(owd),
@@ -953,6 +954,11 @@ fn new_receiver(spec: &FlowSpec, model: TcpModel) -> Receiver {
         model.delayed_ack,
         2 * spec.one_way_delay_ns + MIN_RTO_NS,
     );
+    let r = if model.sack_compression {
+        r.with_sack_compression(2 * spec.one_way_delay_ns)
+    } else {
+        r
+    };
     if model.rmem_max_bytes > 0 {
         r.with_window(model.rmem_max_bytes)
     } else {

@@ -11,6 +11,12 @@
 //! - **Out-of-order data** is acknowledged at once, each segment, while the out-of-order queue
 //!   is not empty, and so is the segment that fills the last hole; a duplicate segment enters
 //!   quick-ack mode (`tcp_data_queue`'s `out_of_window` path).
+//! - **SACK compression** ([`Receiver::with_sack_compression`], [`crate::sim::TcpModel::
+//!   sack_compression`], on by default as in Linux since 4.20; `__tcp_ack_snd_check`): the first three ACKs for out-of-order data at one
+//!   `rcv_nxt` leave at once (the sender's duplicate-ACK threshold), later ones wait for a
+//!   timer of `min(tcp_comp_sack_delay_ns, RTT / 20)` (1 ms on paths longer than 20 ms) or
+//!   for the 44th held back (`tcp_comp_sack_nr`), and one ACK then covers them all. Data that
+//!   advances `rcv_nxt` is acknowledged at once as before. Left out: the timer's 100 µs slack.
 //! - **Otherwise a delayed-ACK timer** of `ato`: `ato` starts at `TCP_ATO_MIN` (40 ms) and
 //!   follows the inter-arrival time `m` as Linux estimates it (`m <= 20 ms`: `ato/2 + 20 ms`;
 //!   `m < ato`: `ato/2 + m`, at most the RTO); a timer already running keeps its earlier expiry,
@@ -36,6 +42,12 @@ pub const MAX_QUICKACKS: u32 = 16;
 /// Linux's initial receive window with default `tcp_rmem` (64 KiB), bytes: it bounds the
 /// quick-ack count at `rcv_wnd / (2 MSS)`.
 const INITIAL_RCV_WND_BYTES: u64 = 65_535;
+/// `net.ipv4.tcp_comp_sack_delay_ns`'s default: the longest a compressed SACK waits, ns.
+pub const COMP_SACK_DELAY_NS: u64 = 1_000_000;
+/// `net.ipv4.tcp_comp_sack_nr`'s default: at most this many ACKs are held back in a row.
+pub const COMP_SACK_NR: u32 = 44;
+/// `TCP_FASTRETRANS_THRESH`: duplicate ACKs sent at once before compression starts.
+const FASTRETRANS_THRESH: u32 = 3;
 
 /// What the receiver does with a segment that just arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +56,8 @@ pub enum AckDecision {
     Now,
     /// Wait: the delayed-ACK timer runs out at this time, ns (receiver clock).
     Delay(u64),
+    /// Wait for the timer already armed, which runs out no later.
+    Pending,
 }
 
 /// Per-flow receiver state.
@@ -70,6 +84,13 @@ pub struct Receiver {
     rto_ns: u64,
     /// The receive window, if modelled.
     window: Option<RecvWindow>,
+    /// SACK compression's timer delay, ns, if modelled.
+    comp_sack_delay_ns: Option<u64>,
+    /// ACKs held back since the last one sent (`compressed_ack`).
+    compressed: u32,
+    /// `rcv_nxt` the duplicate-ACK count is for (`compressed_ack_rcv_nxt`), and the count.
+    comp_rcv_nxt: u64,
+    dup_acks: u32,
 }
 
 impl Receiver {
@@ -89,7 +110,19 @@ impl Receiver {
             timer_ns: None,
             rto_ns,
             window: None,
+            comp_sack_delay_ns: None,
+            compressed: 0,
+            comp_rcv_nxt: 0,
+            dup_acks: 0,
         }
+    }
+
+    /// The same receiver compressing SACKs as Linux's does, on a connection whose RTT (the
+    /// handshake's, Linux's `srtt` of a receiver that sends no data) is `rtt_ns`.
+    #[must_use]
+    pub fn with_sack_compression(mut self, rtt_ns: u64) -> Self {
+        self.comp_sack_delay_ns = Some(COMP_SACK_DELAY_NS.min(rtt_ns / 20));
+        self
     }
 
     /// The same receiver advertising a receive window whose buffer may grow to
@@ -198,7 +231,7 @@ impl Receiver {
         }
         if seg > self.rcv_nxt {
             self.ofo.insert(seg);
-            return AckDecision::Now;
+            return self.ofo_ack(now_ns);
         }
         // In order.
         self.event_data_recv(now_ns);
@@ -224,10 +257,39 @@ impl Receiver {
         AckDecision::Delay(deadline)
     }
 
+    /// When an out-of-order segment is acknowledged (`__tcp_ack_snd_check` with a non-empty
+    /// out-of-order queue).
+    fn ofo_ack(&mut self, now_ns: u64) -> AckDecision {
+        let Some(delay) = self.comp_sack_delay_ns else {
+            return AckDecision::Now;
+        };
+        if self.unacked_in_order >= 2 || self.quick > 0 || self.compressed >= COMP_SACK_NR {
+            return AckDecision::Now;
+        }
+        if self.comp_rcv_nxt != self.rcv_nxt {
+            self.comp_rcv_nxt = self.rcv_nxt;
+            self.dup_acks = 0;
+        }
+        if self.dup_acks < FASTRETRANS_THRESH {
+            self.dup_acks += 1;
+            return AckDecision::Now;
+        }
+        self.compressed += 1;
+        match self.timer_ns {
+            Some(t) if t <= now_ns + delay => AckDecision::Pending,
+            _ => {
+                let deadline = now_ns + delay;
+                self.timer_ns = Some(deadline);
+                AckDecision::Delay(deadline)
+            }
+        }
+    }
+
     /// An ACK leaves now (immediate or on the timer): resets the counters
     /// (`tcp_event_ack_sent`, `tcp_dec_quickack_mode`).
     pub fn ack_sent(&mut self) {
         self.unacked_in_order = 0;
+        self.compressed = 0;
         self.timer_ns = None;
         if self.quick > 0 {
             self.quick -= 1;
@@ -257,6 +319,55 @@ mod tests {
         assert_eq!(r.on_segment(17, 17 * MS), AckDecision::Now);
         r.ack_sent();
         assert_eq!(r.timer_ns(), None);
+    }
+
+    #[test]
+    fn sack_compression_holds_back_sacks_after_three_duplicates() {
+        // A 100-ms path: the timer is min(1 ms, 100 ms / 20) = 1 ms.
+        let mut r = Receiver::new(1448, true, 300 * MS).with_sack_compression(100 * MS);
+        r.quick = 0;
+        r.ato_ns = ATO_MIN_NS;
+        let us = MS / 1000;
+        // Segment 0 lost; 1-3 are the three duplicate ACKs the sender's threshold needs.
+        for seg in 1..=3 {
+            assert_eq!(r.on_segment(seg, seg * us), AckDecision::Now, "seg {seg}");
+            r.ack_sent();
+        }
+        // The fourth waits for the 1-ms timer, later ones for the same timer.
+        assert_eq!(r.on_segment(4, 4 * us), AckDecision::Delay(MS + 4 * us));
+        for seg in 5..=10 {
+            assert_eq!(r.on_segment(seg, seg * us), AckDecision::Pending, "seg {seg}");
+        }
+        assert_eq!(r.timer_ns(), Some(MS + 4 * us));
+        r.ack_sent();
+        // At most 44 in a row are held back: the 45th out-of-order segment is acknowledged.
+        assert!(matches!(r.on_segment(11, 2 * MS), AckDecision::Delay(_)));
+        for seg in 12..11 + u64::from(COMP_SACK_NR) {
+            assert_eq!(r.on_segment(seg, 2 * MS), AckDecision::Pending, "seg {seg}");
+        }
+        assert_eq!(r.on_segment(11 + u64::from(COMP_SACK_NR), 2 * MS), AckDecision::Now);
+        r.ack_sent();
+        // The hole fills: an ACK at once; a new hole behind it gets three immediate ACKs again.
+        assert_eq!(r.on_segment(0, 3 * MS), AckDecision::Now);
+        r.ack_sent();
+        let next = r.rcv_nxt();
+        for k in 1..=3 {
+            assert_eq!(r.on_segment(next + k, 4 * MS), AckDecision::Now, "dup {k}");
+            r.ack_sent();
+        }
+        assert!(matches!(r.on_segment(next + 4, 4 * MS), AckDecision::Delay(_)));
+    }
+
+    #[test]
+    fn sack_compression_waits_a_twentieth_of_a_short_rtt() {
+        let mut r = Receiver::new(1448, true, 300 * MS).with_sack_compression(10 * MS);
+        r.quick = 0;
+        r.ato_ns = ATO_MIN_NS;
+        for seg in 1..=3 {
+            assert_eq!(r.on_segment(seg, 0), AckDecision::Now);
+            r.ack_sent();
+        }
+        assert_eq!(r.on_segment(4, 0), AckDecision::Delay(MS / 2));
     }
 
     #[test]

@@ -517,15 +517,21 @@ fn simulate(
 
 /// The simulator's TCP model: Linux's ([`TcpModel::default`]), with a receive window whose
 /// buffer grows to `CCP_SIM_RMEM_MAX` bytes when that is set (e.g. 33554432, the kernel
-/// testbed's `tcp_rmem[2]`; 0: none, the default), for side-by-side runs
-/// (`docs/calibration.md`, "The receive window"). A value that is not a byte count is
-/// reported on stderr and left out.
+/// testbed's `tcp_rmem[2]`; 0: none, the default), and without the receivers' SACK compression
+/// when `CCP_SIM_SACK_COMPRESSION=off`, for side-by-side runs (`docs/calibration.md`, "The
+/// receive window", "SACK compression"). A value it cannot read is reported on stderr and
+/// left out.
 pub(crate) fn sim_model() -> TcpModel {
     static MODEL: std::sync::OnceLock<TcpModel> = std::sync::OnceLock::new();
     *MODEL.get_or_init(|| {
         let mut model = TcpModel::default();
         if let Some(max) = sim_rmem_max() {
             model.rmem_max_bytes = max;
+        }
+        match std::env::var("CCP_SIM_SACK_COMPRESSION").as_deref() {
+            Ok("on") | Err(_) => {}
+            Ok("off") => model.sack_compression = false,
+            Ok(v) => eprintln!("CCP_SIM_SACK_COMPRESSION={v:?} is neither on nor off; on"),
         }
         model
     })
