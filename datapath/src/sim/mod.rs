@@ -4,8 +4,9 @@
 //! a constant rate (with an `htb`-like token burst) or a mahimahi trace; each flow has its own
 //! propagation delay. Senders are TCP-like ([`tcp`]): window and pacing, a full SACK
 //! scoreboard, Linux's RACK-TLP loss detection ([`rack`]), RTO with backoff and Linux-style
-//! delivery-rate samples; receivers acknowledge as Linux's do ([`receiver`]: delayed ACKs) and,
-//! opt-in, advertise Linux's receive window with its buffer autotuning ([`rwnd`]); the built-in
+//! delivery-rate samples; receivers acknowledge as Linux's do ([`receiver`]: delayed ACKs,
+//! SACK compression) and, opt-in, advertise Linux's receive window with its buffer
+//! autotuning ([`rwnd`]); the built-in
 //! Reno and Cubic recover from loss as Linux does ([`recovery`]: sequence-based, PRR). Each of
 //! these can be switched off ([`model::TcpModel`]). Every ACK feeds the CCP datapath runtime
 //! the primitives ccp-kernel gives libccp. A portus agent can run in

@@ -336,7 +336,11 @@ mod tests {
         // The fourth waits for the 1-ms timer, later ones for the same timer.
         assert_eq!(r.on_segment(4, 4 * us), AckDecision::Delay(MS + 4 * us));
         for seg in 5..=10 {
-            assert_eq!(r.on_segment(seg, seg * us), AckDecision::Pending, "seg {seg}");
+            assert_eq!(
+                r.on_segment(seg, seg * us),
+                AckDecision::Pending,
+                "seg {seg}"
+            );
         }
         assert_eq!(r.timer_ns(), Some(MS + 4 * us));
         r.ack_sent();
@@ -345,7 +349,10 @@ mod tests {
         for seg in 12..11 + u64::from(COMP_SACK_NR) {
             assert_eq!(r.on_segment(seg, 2 * MS), AckDecision::Pending, "seg {seg}");
         }
-        assert_eq!(r.on_segment(11 + u64::from(COMP_SACK_NR), 2 * MS), AckDecision::Now);
+        assert_eq!(
+            r.on_segment(11 + u64::from(COMP_SACK_NR), 2 * MS),
+            AckDecision::Now
+        );
         r.ack_sent();
         // The hole fills: an ACK at once; a new hole behind it gets three immediate ACKs again.
         assert_eq!(r.on_segment(0, 3 * MS), AckDecision::Now);
@@ -355,7 +362,10 @@ mod tests {
             assert_eq!(r.on_segment(next + k, 4 * MS), AckDecision::Now, "dup {k}");
             r.ack_sent();
         }
-        assert!(matches!(r.on_segment(next + 4, 4 * MS), AckDecision::Delay(_)));
+        assert!(matches!(
+            r.on_segment(next + 4, 4 * MS),
+            AckDecision::Delay(_)
+        ));
     }
 
     #[test]
