@@ -28,6 +28,16 @@ fn run<C: AlgorithmConfig + Send>(
     buffer_bdp: u64,
     flows: usize,
 ) -> SimResult {
+    run_seeded(config, secs, buffer_bdp, flows, 7)
+}
+
+fn run_seeded<C: AlgorithmConfig + Send>(
+    config: C,
+    secs: u64,
+    buffer_bdp: u64,
+    flows: usize,
+    seed: u64,
+) -> SimResult {
     let agent = LockstepAgent::new(Ccp::new(config));
     let flows = (0..flows)
         .map(|i| {
@@ -42,7 +52,7 @@ fn run<C: AlgorithmConfig + Send>(
         })
         .collect();
     let cfg = SimConfig {
-        seed: 7,
+        seed,
         duration_ns: secs * 1_000 * MS,
         link: LinkSpec {
             rate: LinkRate::Constant { bps: LINK_BPS },
@@ -125,38 +135,50 @@ fn vivace_fills_the_link_with_less_queueing_than_cubic() {
     assert_eq!(v.flows[0].vm_faults, 0);
 }
 
+/// Two Vivace flows (the second 2 s later) share a 1-BDP link over the last 10 s of 30, over
+/// twelve seeds: the mean Jain index is at least 0.95 and none is below 0.85, and together
+/// they fill the link. Measured: mean 0.979, least 0.889 (seed 7) with the receivers' SACK
+/// compression; 0.992 and 0.963 without it.
 #[test]
 fn two_vivace_flows_share_the_link() {
     let secs = 30;
-    let r = run(VivaceConfig::default(), secs, 1, 2);
-    // Throughput over the last 10 s, from the time series.
-    let from_ns = (secs - 10) * 1_000 * MS;
-    let tput: Vec<f64> = r
-        .flows
-        .iter()
-        .map(|f| {
-            let at = |t: u64| {
-                f.series
-                    .iter()
-                    .rfind(|s| s.t_ns <= t)
-                    .map_or(0, |s| s.delivered_bytes)
-            };
-            (at(r.duration_ns) - at(from_ns)) as f64 * 8.0 / 10.0
-        })
-        .collect();
-    let sum: f64 = tput.iter().sum();
-    let jain = sum * sum / (tput.len() as f64 * tput.iter().map(|x| x * x).sum::<f64>());
-    println!(
-        "two vivace flows: {:.2} and {:.2} Mbit/s over the last 10 s, Jain {jain:.3}",
-        tput[0] / 1e6,
-        tput[1] / 1e6
-    );
-    // Measured: 4.19 and 5.19 Mbit/s, Jain 0.989.
-    assert!(jain >= 0.9, "Jain index {jain:.3}");
+    let mut jains = Vec::new();
+    for seed in 1..=12 {
+        let r = run_seeded(VivaceConfig::default(), secs, 1, 2, seed);
+        // Throughput over the last 10 s, from the time series.
+        let from_ns = (secs - 10) * 1_000 * MS;
+        let tput: Vec<f64> = r
+            .flows
+            .iter()
+            .map(|f| {
+                let at = |t: u64| {
+                    f.series
+                        .iter()
+                        .rfind(|s| s.t_ns <= t)
+                        .map_or(0, |s| s.delivered_bytes)
+                };
+                (at(r.duration_ns) - at(from_ns)) as f64 * 8.0 / 10.0
+            })
+            .collect();
+        let sum: f64 = tput.iter().sum();
+        let jain = sum * sum / (tput.len() as f64 * tput.iter().map(|x| x * x).sum::<f64>());
+        println!(
+            "seed {seed}: two vivace flows: {:.2} and {:.2} Mbit/s over the last 10 s, Jain {jain:.3}",
+            tput[0] / 1e6,
+            tput[1] / 1e6
+        );
+        assert!(
+            sum >= 0.8 * LINK_BPS as f64,
+            "seed {seed}: together {:.2} Mbit/s",
+            sum / 1e6
+        );
+        jains.push(jain);
+    }
+    let mean = jains.iter().sum::<f64>() / jains.len() as f64;
+    let least = jains.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(
-        sum >= 0.8 * LINK_BPS as f64,
-        "together {:.2} Mbit/s",
-        sum / 1e6
+        mean >= 0.95 && least >= 0.85,
+        "Jain mean {mean:.3}, least {least:.3}"
     );
 }
 
