@@ -134,8 +134,11 @@ def test_the_imitation_term_teaches_the_oracle_per_condition(tiny: pathlib.Path)
         duration_s=3.0,
         envs=4,
         rollout=8,
-        # Seeded: agreement 0.48 in the first ten iterations, 0.98-1.0 after 300 of 400.
-        iterations=400,
+        # Seeded: agreement 0.48 in the first ten iterations, 0.98-1.0 after 300 of 400. Since
+        # the simulator's SACK compression changed the lossy path's observations, 400 left the
+        # greedy policy on the lossy condition's label 11 times in 14 (79 %); 500 passes, as do
+        # seeds 3 and 4 at 400 or 500 (seed 2 fails the first-iterations check: 0.75 by chance).
+        iterations=500,
         beta_start=0.05,
         beta_end=0.01,
         oracle=oracle,
