@@ -77,23 +77,9 @@ fn delay_and_utilization(label: &str, r: &SimResult) -> (f64, f64) {
 
 /// Jain's index of the flows' throughput from `from_ns` to the end.
 fn jain_after(label: &str, r: &SimResult, from_ns: u64) -> f64 {
-    let x: Vec<f64> = r
-        .flows
-        .iter()
-        .map(|f| {
-            let at = |t: u64| {
-                f.series
-                    .iter()
-                    .rfind(|s| s.t_ns <= t)
-                    .map_or(0, |s| s.delivered_bytes)
-            };
-            let end = f.series.last().map_or(0, |s| s.t_ns);
-            (at(end) - at(from_ns)) as f64 * 8.0 / ((end - from_ns) as f64 / 1e9)
-        })
-        .collect();
+    let x = common::late_throughputs(r, from_ns);
     let sum: f64 = x.iter().sum();
-    let sq: f64 = x.iter().map(|v| v * v).sum();
-    let jain = sum * sum / (x.len() as f64 * sq);
+    let jain = common::jain(&x);
     println!(
         "{label}: throughputs {:?} Mbit/s, total {:.2}, Jain {jain:.3}",
         x.iter()

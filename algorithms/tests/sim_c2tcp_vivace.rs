@@ -8,6 +8,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use ccp_algorithms::{
     AlgorithmConfig, C2tcpConfig, Ccp, CubicConfig, DynAlgorithmConfig, FlowStart, Handoff,
     Measurement, Pacing, VivaceConfig,
@@ -145,23 +147,9 @@ fn two_vivace_flows_share_the_link() {
     let mut jains = Vec::new();
     for seed in 1..=12 {
         let r = run_seeded(VivaceConfig::default(), secs, 1, 2, seed);
-        // Throughput over the last 10 s, from the time series.
-        let from_ns = (secs - 10) * 1_000 * MS;
-        let tput: Vec<f64> = r
-            .flows
-            .iter()
-            .map(|f| {
-                let at = |t: u64| {
-                    f.series
-                        .iter()
-                        .rfind(|s| s.t_ns <= t)
-                        .map_or(0, |s| s.delivered_bytes)
-                };
-                (at(r.duration_ns) - at(from_ns)) as f64 * 8.0 / 10.0
-            })
-            .collect();
+        let tput = common::late_throughputs(&r, (secs - 10) * 1_000 * MS);
         let sum: f64 = tput.iter().sum();
-        let jain = sum * sum / (tput.len() as f64 * tput.iter().map(|x| x * x).sum::<f64>());
+        let jain = common::jain(&tput);
         println!(
             "seed {seed}: two vivace flows: {:.2} and {:.2} Mbit/s over the last 10 s, Jain {jain:.3}",
             tput[0] / 1e6,

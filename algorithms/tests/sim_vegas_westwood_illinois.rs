@@ -75,34 +75,6 @@ fn total_utilization(r: &SimResult) -> f64 {
         / LINK_BPS as f64
 }
 
-/// Throughput of each flow between `from_ns` and the end, bits per second.
-fn late_throughputs(r: &SimResult, from_ns: u64) -> Vec<f64> {
-    r.flows
-        .iter()
-        .map(|f| {
-            let at = |t: u64| {
-                f.series
-                    .iter()
-                    .rfind(|s| s.t_ns <= t)
-                    .map_or(0, |s| s.delivered_bytes)
-            };
-            let end = f.series.last().map_or(from_ns, |s| s.t_ns);
-            let secs = end.saturating_sub(from_ns) as f64 / 1e9;
-            (at(end) - at(from_ns)) as f64 * 8.0 / secs.max(1e-9)
-        })
-        .collect()
-}
-
-fn jain(x: &[f64]) -> f64 {
-    let s: f64 = x.iter().sum();
-    let sq: f64 = x.iter().map(|v| v * v).sum();
-    if sq <= 0.0 {
-        0.0
-    } else {
-        s * s / (x.len() as f64 * sq)
-    }
-}
-
 #[test]
 fn vegas_keeps_between_alpha_and_beta_packets_queued() {
     // Brakmo & Peterson §3.2: alpha..beta = 2..4 packets queued, a few ms at 10 Mbit/s.
@@ -194,8 +166,8 @@ fn two_illinois_flows_share_fairly() {
             seed: 3,
         },
     );
-    let x = late_throughputs(&r, 20_000 * MS);
-    let j = jain(&x);
+    let x = common::late_throughputs(&r, 20_000 * MS);
+    let j = common::jain(&x);
     println!(
         "illinois x2: {:.2} / {:.2} Mbit/s over the last 20 s, Jain {j:.3}, utilization {:.3}",
         x[0] / 1e6,
@@ -220,8 +192,8 @@ fn two_vegas_flows_share_within_the_dead_zone() {
             seed: 3,
         },
     );
-    let x = late_throughputs(&r, 20_000 * MS);
-    let j = jain(&x);
+    let x = common::late_throughputs(&r, 20_000 * MS);
+    let j = common::jain(&x);
     println!(
         "vegas x2: {:.2} / {:.2} Mbit/s over the last 20 s, Jain {j:.3}, utilization {:.3}",
         x[0] / 1e6,

@@ -1,5 +1,6 @@
 //! Support shared by the simulator tests: an algorithm that hands a flow from one algorithm to
-//! another mid-run, as the selector will, and records what happened.
+//! another mid-run, as the selector will, and records what happened; the flows' late
+//! throughputs and their Jain index.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
@@ -81,5 +82,34 @@ impl Algorithm for Swap {
     }
     fn handoff(&self) -> Handoff {
         self.current.handoff()
+    }
+}
+
+/// Throughput of each flow between `from_ns` and the end of its series, bits per second.
+pub(crate) fn late_throughputs(r: &ccp_datapath::sim::SimResult, from_ns: u64) -> Vec<f64> {
+    r.flows
+        .iter()
+        .map(|f| {
+            let at = |t: u64| {
+                f.series
+                    .iter()
+                    .rfind(|s| s.t_ns <= t)
+                    .map_or(0, |s| s.delivered_bytes)
+            };
+            let end = f.series.last().map_or(from_ns, |s| s.t_ns);
+            let secs = end.saturating_sub(from_ns) as f64 / 1e9;
+            (at(end) - at(from_ns)) as f64 * 8.0 / secs.max(1e-9)
+        })
+        .collect()
+}
+
+/// Jain's fairness index of `x` (0 when every value is 0).
+pub(crate) fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    if sq <= 0.0 {
+        0.0
+    } else {
+        s * s / (x.len() as f64 * sq)
     }
 }

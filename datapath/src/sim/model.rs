@@ -84,8 +84,9 @@ impl TcpModel {
     }
 
     /// The simulator's model before delayed ACKs, Linux recovery, the token burst, Linux's
-    /// RTO, RACK-TLP and SACK compression: every packet acknowledged at once, the time-based one-cut-per-RTT loss
-    /// response, plain serialization, `max(srtt + 4 rttvar, 200 ms)`, RFC 9002 thresholds.
+    /// RTO, RACK-TLP and SACK compression: every packet acknowledged at once, the time-based
+    /// one-cut-per-RTT loss response, plain serialization, `max(srtt + 4 rttvar, 200 ms)`,
+    /// RFC 9002 thresholds.
     pub fn legacy() -> Self {
         Self {
             delayed_ack: false,

@@ -11,8 +11,9 @@
 //! - **Out-of-order data** is acknowledged at once, each segment, while the out-of-order queue
 //!   is not empty, and so is the segment that fills the last hole; a duplicate segment enters
 //!   quick-ack mode (`tcp_data_queue`'s `out_of_window` path).
-//! - **SACK compression** ([`Receiver::with_sack_compression`], [`crate::sim::TcpModel::
-//!   sack_compression`], on by default as in Linux since 4.20; `__tcp_ack_snd_check`): the first three ACKs for out-of-order data at one
+//! - **SACK compression** ([`Receiver::with_sack_compression`],
+//!   [`crate::sim::TcpModel::sack_compression`], on by default as in Linux since 4.20;
+//!   `__tcp_ack_snd_check`): the first three ACKs for out-of-order data at one
 //!   `rcv_nxt` leave at once (the sender's duplicate-ACK threshold), later ones wait for a
 //!   timer of `min(tcp_comp_sack_delay_ns, RTT / 20)` (1 ms on paths longer than 20 ms) or
 //!   for the 44th held back (`tcp_comp_sack_nr`), and one ACK then covers them all. Data that
