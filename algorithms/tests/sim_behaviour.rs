@@ -179,43 +179,17 @@ where
         swaps + 1,
         "{label}: no handoff"
     );
-    let f = &r.flows[0];
-    let pkts = |s: &Sample| f64::from(s.cwnd_bytes) / f64::from(MSS);
-    let before = f
-        .series
-        .iter()
-        .rfind(|s| s.t_ns < at_ns)
-        .map(pkts)
-        .expect("samples before the handoff");
-    let first_rtt: Vec<f64> = f
-        .series
-        .iter()
-        .filter(|s| s.t_ns >= at_ns && s.t_ns < at_ns + 100 * MS)
-        .map(|s| pkts(s).round())
-        .collect();
-    let next_second = f
-        .series
-        .iter()
-        .filter(|s| s.t_ns >= at_ns && s.t_ns < at_ns + 1_000 * MS)
-        .map(pkts)
-        .fold(0.0, f64::max);
     let util = utilization(&r);
-    println!(
-        "{label}: cwnd {before:.1} pkts before, {first_rtt:?} in the first RTT after, max {next_second:.1} in the next second; utilization {util:.3}"
-    );
-    assert!(
-        first_rtt
-            .iter()
-            .all(|&w| w >= before / 2.0 && w <= before * 2.0),
-        "{label}: the window left [cwnd/2, 2 cwnd] in the first RTT"
-    );
+    let w = common::HandoffWindows::of(&r, at_ns, MSS);
+    w.check_first_rtt(label, util);
+    let (before, next_second) = (w.before, w.next_second);
     // Slow start would double the window every RTT (~80 ms here).
     assert!(
         next_second <= before + 20.0,
         "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
     );
     assert!(util >= 0.9, "{label}: utilization {util:.3}");
-    assert_eq!(f.vm_faults, 0);
+    assert_eq!(r.flows[0].vm_faults, 0);
 }
 
 #[test]

@@ -15,7 +15,7 @@ use ccp_algorithms::{
 };
 use ccp_datapath::runtime::DatapathConfig;
 use ccp_datapath::sim::{
-    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Sample, Scheme, SimConfig, SimResult, Simulation,
+    FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
 };
 use proptest::prelude::*;
 
@@ -224,42 +224,16 @@ where
             seed: 7,
         },
     );
-    let f = &r.flows[0];
-    let pkts = |s: &Sample| f64::from(s.cwnd_bytes) / f64::from(MSS);
-    let before = f
-        .series
-        .iter()
-        .rfind(|s| s.t_ns < at_ns)
-        .map(pkts)
-        .expect("samples before the handoff");
-    let first_rtt: Vec<f64> = f
-        .series
-        .iter()
-        .filter(|s| s.t_ns >= at_ns && s.t_ns < at_ns + 100 * MS)
-        .map(|s| pkts(s).round())
-        .collect();
-    let next_second = f
-        .series
-        .iter()
-        .filter(|s| s.t_ns >= at_ns && s.t_ns < at_ns + 1_000 * MS)
-        .map(pkts)
-        .fold(0.0, f64::max);
     let util = total_utilization(&r);
-    println!(
-        "{label}: cwnd {before:.1} pkts before, {first_rtt:?} in the first RTT after, max {next_second:.1} in the next second; utilization {util:.3}"
-    );
-    assert!(
-        first_rtt
-            .iter()
-            .all(|&w| w >= before / 2.0 && w <= before * 2.0),
-        "{label}: the window left [cwnd/2, 2 cwnd] in the first RTT"
-    );
+    let w = common::HandoffWindows::of(&r, at_ns, MSS);
+    w.check_first_rtt(label, util);
+    let (before, next_second) = (w.before, w.next_second);
     assert!(
         next_second <= 2.0 * before,
         "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
     );
     assert!(util >= 0.85, "{label}: utilization {util:.3}");
-    assert_eq!(f.vm_faults, 0);
+    assert_eq!(r.flows[0].vm_faults, 0);
 }
 
 #[test]

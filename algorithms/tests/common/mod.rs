@@ -103,6 +103,59 @@ pub(crate) fn late_throughputs(r: &ccp_datapath::sim::SimResult, from_ns: u64) -
         .collect()
 }
 
+/// A flow's window around a handoff, in packets.
+pub(crate) struct HandoffWindows {
+    /// The last sample before the handoff.
+    pub before: f64,
+    /// Every sample of the first 100 ms after it (about an RTT on the tests' paths), rounded.
+    pub first_rtt: Vec<f64>,
+    /// The largest sample of the second after it.
+    pub next_second: f64,
+}
+
+impl HandoffWindows {
+    /// The first flow's window around a handoff at `at_ns`, in packets of `mss_bytes`.
+    pub(crate) fn of(r: &ccp_datapath::sim::SimResult, at_ns: u64, mss_bytes: u32) -> Self {
+        const MS: u64 = 1_000_000;
+        let f = &r.flows[0];
+        let pkts = |s: &ccp_datapath::sim::Sample| f64::from(s.cwnd_bytes) / f64::from(mss_bytes);
+        let after = |span_ns: u64| {
+            f.series
+                .iter()
+                .filter(move |s| s.t_ns >= at_ns && s.t_ns < at_ns + span_ns)
+        };
+        Self {
+            before: f
+                .series
+                .iter()
+                .rfind(|s| s.t_ns < at_ns)
+                .map(pkts)
+                .expect("samples before the handoff"),
+            first_rtt: after(100 * MS).map(|s| pkts(s).round()).collect(),
+            next_second: after(1_000 * MS).map(pkts).fold(0.0, f64::max),
+        }
+    }
+
+    /// Prints the windows and asserts that the first RTT after the handoff kept the window
+    /// within a factor of two of the one handed over.
+    pub(crate) fn check_first_rtt(&self, label: &str, utilization: f64) {
+        let Self {
+            before,
+            first_rtt,
+            next_second,
+        } = self;
+        println!(
+            "{label}: cwnd {before:.1} pkts before, {first_rtt:?} in the first RTT after, max {next_second:.1} in the next second; utilization {utilization:.3}"
+        );
+        assert!(
+            first_rtt
+                .iter()
+                .all(|&w| w >= before / 2.0 && w <= before * 2.0),
+            "{label}: the window left [cwnd/2, 2 cwnd] in the first RTT"
+        );
+    }
+}
+
 /// Jain's fairness index of `x` (0 when every value is 0).
 pub(crate) fn jain(x: &[f64]) -> f64 {
     let s: f64 = x.iter().sum();
