@@ -343,30 +343,13 @@ impl WindowRule for IllinoisRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{report, start};
     use crate::api::Pacing;
 
     const MSS: u32 = 1000;
 
     fn illinois(iw_segments: u32) -> Illinois {
-        Illinois::new(
-            IllinoisConfig::default(),
-            &FlowStart {
-                sock_id: 1,
-                mss_bytes: MSS,
-                init_cwnd_bytes: iw_segments * MSS,
-                seed: 0,
-            },
-        )
-    }
-
-    fn report(now_us: u64, acked_bytes: u64, rtt_us: u64) -> Measurement {
-        Measurement {
-            now_us,
-            acked_bytes,
-            rtt_us,
-            min_rtt_us: rtt_us,
-            ..Measurement::default()
-        }
+        Illinois::new(IllinoisConfig::default(), &start(MSS, iw_segments))
     }
 
     fn close(a: f64, b: f64) -> bool {

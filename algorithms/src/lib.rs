@@ -24,6 +24,8 @@ pub mod programs;
 pub mod recovery;
 pub mod registry;
 pub mod rtt;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod window;
 
 pub use adapter::{Ccp, MeasuredFlow, ProgramLink, flow_start};

@@ -306,30 +306,13 @@ impl WindowRule for VegasRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{report, start};
     use crate::api::Pacing;
 
     const MSS: u32 = 1000;
 
     fn vegas(iw_segments: u32) -> Vegas {
-        Vegas::new(
-            VegasConfig::default(),
-            &FlowStart {
-                sock_id: 1,
-                mss_bytes: MSS,
-                init_cwnd_bytes: iw_segments * MSS,
-                seed: 0,
-            },
-        )
-    }
-
-    fn report(now_us: u64, acked_bytes: u64, rtt_us: u64) -> Measurement {
-        Measurement {
-            now_us,
-            acked_bytes,
-            rtt_us,
-            min_rtt_us: rtt_us,
-            ..Measurement::default()
-        }
+        Vegas::new(VegasConfig::default(), &start(MSS, iw_segments))
     }
 
     #[test]

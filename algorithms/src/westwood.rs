@@ -220,30 +220,13 @@ impl WindowRule for WestwoodRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{report, start};
     use crate::api::Pacing;
 
     const MSS: u32 = 1000;
 
     fn westwood(iw_segments: u32) -> Westwood {
-        Westwood::new(
-            WestwoodConfig::default(),
-            &FlowStart {
-                sock_id: 1,
-                mss_bytes: MSS,
-                init_cwnd_bytes: iw_segments * MSS,
-                seed: 0,
-            },
-        )
-    }
-
-    fn report(now_us: u64, acked_bytes: u64, rtt_us: u64) -> Measurement {
-        Measurement {
-            now_us,
-            acked_bytes,
-            rtt_us,
-            min_rtt_us: rtt_us,
-            ..Measurement::default()
-        }
+        Westwood::new(WestwoodConfig::default(), &start(MSS, iw_segments))
     }
 
     #[test]
