@@ -5,9 +5,10 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 
 const SCENARIO: &str = r#"
 name = "probe-small"
@@ -26,18 +27,7 @@ count = 1
 "#;
 
 fn eval(args: &[&str], models: Option<&Path>) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ccp-eval"));
-    c.args(args);
-    // LP-TCP is a candidate: its test forest, whatever `make models` made (or did not).
-    c.env(
-        "CCP_LPTCP_MODEL",
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../algorithms/tests/fixtures/lptcp-forest.json"),
-    );
-    if let Some(m) = models {
-        c.env("CCP_PROBE_MODELS", m);
-    }
-    c.output().unwrap()
+    common::eval(args, "CCP_PROBE_MODELS", models)
 }
 
 fn ok(o: &std::process::Output) {
