@@ -182,7 +182,11 @@ where
     let util = utilization(&r);
     let w = common::HandoffWindows::of(&r, at_ns, MSS);
     w.check_first_rtt(label, util);
-    let (before, next_second) = (w.before, w.next_second);
+    let common::HandoffWindows {
+        before,
+        next_second,
+        ..
+    } = w;
     // Slow start would double the window every RTT (~80 ms here).
     assert!(
         next_second <= before + 20.0,

@@ -227,7 +227,11 @@ where
     let util = total_utilization(&r);
     let w = common::HandoffWindows::of(&r, at_ns, MSS);
     w.check_first_rtt(label, util);
-    let (before, next_second) = (w.before, w.next_second);
+    let common::HandoffWindows {
+        before,
+        next_second,
+        ..
+    } = w;
     assert!(
         next_second <= 2.0 * before,
         "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
