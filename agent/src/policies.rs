@@ -224,13 +224,15 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 /// the later models in `<selector.models>/probe-later/` when that folder exists (none is
 /// shipped: docs/selector.md, "A later choice"; a damaged set there is an error, not a silent
 /// fallback); a default-mode flow that keeps its start may drain at the probe's end
-/// (`probe::default_drain`). A flow asks for its one switch
+/// (`probe::default_drain`); a flow to a /24 whose last probing flow moved over a standing
+/// queue starts on that move's candidate without a probe (`probe::default_memory`, kept for
+/// the agent's lifetime). A flow asks for its one switch
 /// on the report that ends its probe: configure `selector.hysteresis` with one agreeing
 /// decision and no dwell to deploy it as evaluated (the loss hold may stay).
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     use ccp_selector::probe::{
         DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, ProbeOptions, default_drain,
-        default_gates, default_handovers, default_trial, default_watch,
+        default_gates, default_handovers, default_memory, default_trial, default_watch,
     };
     let load = |dir: &std::path::Path| {
         ProbeModels::load(dir).map_err(|e| model_error("probe", e.to_string()))
@@ -256,6 +258,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
         ProbeOptions {
             delegate: None,
             drain: default_drain(),
+            memory: default_memory(),
         },
     );
     Ok(Arc::new(move |flow: &FlowContext<'_>| {

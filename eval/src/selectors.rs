@@ -315,6 +315,23 @@ pub fn probe_drain() -> Option<probe::Drain> {
     }
 }
 
+/// The path memory of `selector-probe` ([`probe::memory`]): `$CCP_PROBE_MEMORY` = `off` (none)
+/// or `<prefix bits>:<agree>:<reprobe every>` ([`probe::Memory::parse`]), else
+/// [`probe::default_memory`]. A value that cannot be used is reported and ignored. The memory
+/// lives as long as the run's selector: one run's flows teach it, never another run's.
+pub fn probe_memory() -> Option<probe::Memory> {
+    let Ok(value) = std::env::var("CCP_PROBE_MEMORY") else {
+        return probe::default_memory();
+    };
+    if value.trim() == "off" {
+        return None;
+    }
+    probe::Memory::parse(&value)
+        .map_err(|e| report_once(&format!("CCP_PROBE_MEMORY={value:?} ignored: {e}")))
+        .ok()
+        .or_else(probe::default_memory)
+}
+
 /// The queue gates `selector-probe` flows pass: `$CCP_PROBE_GATE` = `off` (none) or
 /// comma-separated specs of [`probe::QueueGate::parse`] (`<candidate>:<ratio>`, e.g.
 /// `arc:1.3`), else [`probe::default_gates`]. A value that cannot be used is reported and
@@ -750,6 +767,7 @@ fn deployed_probe(log: &Arc<SelectorLog>, port: Option<u16>) -> Option<Named<Pro
             probe::ProbeOptions {
                 delegate: probe_delegate(),
                 drain: probe_drain(),
+                memory: probe_memory(),
             },
             log,
             port,

@@ -15,7 +15,9 @@
 //! its start runs the competition watch ([`watch`]) for the rest of the flow and moves once to
 //! BBR when its queue stays up and overflows. So the policy swaps at most once per flow (twice
 //! only under a default-mode hand-over, which the deployed policy has not), and not at all in
-//! a flow that ends within its probe. Optionally ([`trial`], off by default) the flow
+//! a flow that ends within its probe. A flow to a destination whose last probing flow moved
+//! over a standing queue starts on that move's candidate instead and keeps it, without a
+//! probe or a swap; every fourth flow to it probes anyway ([`memory`]). Optionally ([`trial`], off by default) the flow
 //! measures the proposal against its start before keeping it, and goes back if it measured
 //! worse (a second swap); and optionally (`later` models, off by default) default-mode flows
 //! choose once at the end of a longer window with models trained on switches made there.
@@ -36,6 +38,7 @@
 pub mod delegate;
 pub mod drain;
 pub mod features;
+pub mod memory;
 pub mod model;
 pub mod trial;
 pub mod watch;
@@ -47,6 +50,7 @@ pub use delegate::{Delegate, DelegateGate};
 pub use drain::Drain;
 use features::DRAINED;
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
+pub use memory::{Groups, Memory};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
 pub use trial::{Trial, WindowScore};
 pub use watch::{Watch, Watcher};
@@ -193,6 +197,21 @@ pub fn default_drain() -> Option<Drain> {
     })
 }
 
+/// The path memory deployed flows use ([`memory`]): /24 groups per preference mode; a flow
+/// starts on the last verdict of its group when that verdict's probe found a standing queue
+/// (its RTT never came back within 1.5 times the floor, or the watch moved it); every fourth
+/// flow of a group probes anyway. Chosen on `selection-recurring` (validation; per flow over
+/// the memory off: +0.035, competition +0.167, cellular -0.010, changing -0.017, WAN 0), where
+/// using every verdict gained less (+0.025: cellular, changing and WAN lost more) and two
+/// agreeing verdicts almost nothing (-0.001: they rarely agree), `docs/selector.md`.
+pub fn default_memory() -> Option<Memory> {
+    Some(Memory {
+        agree: 1,
+        min_drained: 1.5,
+        ..Memory::default()
+    })
+}
+
 /// The gates deployed flows pass: none (measured, not deployed: [`QueueGate`]).
 pub fn default_gates() -> Vec<QueueGate> {
     Vec::new()
@@ -274,16 +293,21 @@ pub struct Probe {
     choice: ProbeChoice,
     preferences: HashMap<u32, Mode>,
     options: ProbeOptions,
+    /// The path memory's verdicts, when it has one.
+    groups: Option<Arc<Groups>>,
 }
 
-/// What a probe policy may do beyond choosing: both off by default (measured, not deployed:
-/// `docs/selector/measured-not-deployed.md`).
+/// What a probe policy may do beyond choosing (all off in `Default`; [`default_drain`] and
+/// [`default_memory`] are what the deployed policy uses).
 #[derive(Debug, Clone, Default)]
 pub struct ProbeOptions {
     /// Default-mode flows past its gate hand over to it at the probe's end ([`delegate`]).
     pub delegate: Option<Delegate>,
     /// Default-mode flows that keep their start drain at the probe's end ([`drain`]).
     pub drain: Option<Drain>,
+    /// Flows of the switching modes to a destination whose last probing flows agreed start on
+    /// their verdict ([`memory`]).
+    pub memory: Option<Memory>,
 }
 
 impl Probe {
@@ -300,10 +324,15 @@ impl Probe {
         preferences: HashMap<u32, Mode>,
         options: ProbeOptions,
     ) -> Arc<Self> {
+        let groups = match (&choice, options.memory) {
+            (ProbeChoice::Predict { .. }, Some(m)) => Some(Arc::new(Groups::new(m))),
+            _ => None,
+        };
         Arc::new(Self {
             choice,
             preferences,
             options,
+            groups,
         })
     }
 
@@ -340,10 +369,22 @@ impl Probe {
                 ..
             } => (*window, position(start), position(target)),
         };
-        let initial = start.unwrap_or(0);
+        // The path memory: a flow of a switching mode that asks the models may start on its
+        // destination's verdict instead of probing.
+        let (ticket, remembered) = match (&self.groups, start) {
+            (Some(groups), Some(s)) if target.is_none() && SWITCHING_MODES.contains(&mode) => {
+                match groups.start(ctx.dst_ip, mode, names[s]) {
+                    memory::Start::Probe(ticket) => (ticket, None),
+                    memory::Start::Remembered(c) => (None, position(c)),
+                }
+            }
+            _ => (None, None),
+        };
+        let initial = remembered.or(start).unwrap_or(0);
         let predicting = matches!(self.choice, ProbeChoice::Predict { .. })
             && mode == Mode::Default
-            && target.is_none();
+            && target.is_none()
+            && remembered.is_none();
         let delegate = match &self.options.delegate {
             Some(d) if predicting => Some(delegate::Following::new(d, ctx)),
             _ => None,
@@ -352,6 +393,8 @@ impl Probe {
         ProbePolicy {
             delegate,
             drain,
+            memory: ticket.and_then(|t| Some((self.groups.clone()?, t))),
+            remembered: remembered.is_some(),
             later: false,
             choice: self.choice.clone(),
             names,
@@ -361,7 +404,7 @@ impl Probe {
             forced: target,
             window,
             stats: ProbeStats::new(ctx.mss_bytes),
-            chosen: None,
+            chosen: remembered,
             watcher: None,
             afresh_to: None,
             stage: None,
@@ -380,6 +423,10 @@ pub struct ProbePolicy {
     /// The drain a default-mode flow that keeps its start makes at the probe's end
     /// ([`drain`]).
     drain: Option<Drain>,
+    /// Where the flow's verdict goes ([`memory`]): the table and the flow's ticket.
+    memory: Option<(Arc<Groups>, memory::Ticket)>,
+    /// The flow started on its destination's verdict and did not probe.
+    remembered: bool,
     /// The later choice is pending (the flow kept its start at the probe's end).
     later: bool,
     choice: ProbeChoice,
@@ -411,6 +458,25 @@ impl ProbePolicy {
     /// The candidate chosen for good (`None` while probing or trying a switch).
     pub fn chosen(&self) -> Option<usize> {
         self.chosen
+    }
+
+    /// Whether the flow started on its destination's verdict without a probe ([`memory`]).
+    pub fn remembered(&self) -> bool {
+        self.remembered
+    }
+
+    /// Keeps `c` for good and gives it to the path memory as the flow's verdict, with how far
+    /// its probe's queue drained (`drained`, [`memory::Groups::record`]).
+    fn keep(&mut self, c: usize, drained: f64) {
+        self.chosen = Some(c);
+        if let (Some((groups, ticket)), Some(name)) = (&self.memory, self.names.get(c)) {
+            groups.record(ticket, name, drained);
+        }
+    }
+
+    /// How far the probe's queue drained (`rtt_ratio_drained`; NaN before the probe ended).
+    fn drained(&self) -> f64 {
+        self.features.get(DRAINED).copied().unwrap_or(f64::NAN)
     }
 
     /// The trial's measured scores so far (reference, trial), ln units, while it runs.
@@ -478,7 +544,7 @@ impl ProbePolicy {
         let x = self.stats.features();
         let (c, _) = self.choose_with(Some(&models), &x, chosen, f.now_us);
         if c != chosen {
-            self.chosen = Some(c);
+            self.keep(c, self.drained());
             self.watcher = None;
         }
         c
@@ -495,7 +561,7 @@ impl ProbePolicy {
         let target = *target;
         self.afresh_to = w.afresh().then_some(target);
         self.watcher = None;
-        self.chosen = Some(target);
+        self.keep(target, f64::INFINITY);
         target
     }
 
@@ -613,7 +679,7 @@ impl SelectionPolicy for ProbePolicy {
             match step {
                 trial::Step::Run(c) => c,
                 trial::Step::Done(c) => {
-                    self.chosen = Some(c);
+                    self.keep(c, self.drained());
                     self.start_watch(c);
                     self.start_later(c);
                     c
@@ -647,7 +713,7 @@ impl SelectionPolicy for ProbePolicy {
                     f.current
                 }
                 _ => {
-                    self.chosen = Some(c);
+                    self.keep(c, self.drained());
                     self.start_watch(c);
                     self.start_later(c);
                     if c == f.current
@@ -684,7 +750,8 @@ impl SelectionPolicy for ProbePolicy {
     }
 
     fn explain(&self) -> Option<Explanation> {
-        (self.chosen.is_some() || self.stage.is_some()).then(|| Explanation {
+        // A flow started from memory has no probe to explain.
+        (!self.remembered && (self.chosen.is_some() || self.stage.is_some())).then(|| Explanation {
             features: self.features.clone(),
             scores: self.scores.clone(),
         })

@@ -39,6 +39,7 @@ fn delegating(gate: &str, max_swaps: u32) -> (Arc<Probe>, Arc<std::sync::atomic:
         ProbeOptions {
             delegate: Some(delegate),
             drain: None,
+            memory: None,
         },
     );
     (probe, seen)
@@ -156,6 +157,7 @@ fn draining(drain: &str) -> Arc<Probe> {
         ProbeOptions {
             delegate: None,
             drain: Some(Drain::parse(drain).unwrap()),
+            memory: None,
         },
     )
 }
@@ -279,4 +281,101 @@ fn drain_specs_parse_or_say_why_not() {
             "{bad}: {e}"
         );
     }
+}
+
+/// A probe over [`one_second_models`] with the path memory `memory` (and the watch `watch`);
+/// port 5001 is delay-sensitive.
+fn remembering(memory: Memory, watch: Option<Watch>) -> Arc<Probe> {
+    Probe::with_options(
+        predict!(one_second_models(), watch: watch),
+        HashMap::from([(5001, Mode::Delay)]),
+        ProbeOptions {
+            delegate: None,
+            drain: None,
+            memory: Some(memory),
+        },
+    )
+}
+
+#[test]
+fn a_flow_starts_on_its_destinations_last_verdict_and_every_fourth_probes_again() {
+    let any_queue = Memory {
+        agree: 1,
+        ..Memory::default()
+    };
+    let probe = remembering(any_queue, None);
+    // Flow 0 probes on its start (bbr) and moves to Copa on a variable delivery rate.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert!(!p.remembered());
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.5);
+    assert_eq!(d[20], Decision::SwitchTo(1));
+    // Flows 1-3 start on Copa from their first report: no probe, no swap, nothing to
+    // explain.
+    for _ in 1..4 {
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        assert!(p.remembered());
+        assert_eq!(p.initial(), 1);
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 40, 0.0);
+        assert!(d.iter().all(|d| *d == Decision::Stay), "{d:?}");
+        assert_eq!(p.chosen(), Some(1));
+        assert!(p.explain().is_none());
+    }
+    // Flow 4 probes again; on a steady path it stays on bbr, and that verdict (the start)
+    // sends flow 5 back to probing.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert!(!p.remembered());
+    assert_eq!(p.initial(), 0);
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.0);
+    assert!(d[20..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    let p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert!(!p.remembered());
+    // A delay-sensitive flow keeps its own start whatever its group holds.
+    let mut p = probe.policy(&to_port(5001));
+    assert!(!p.remembered());
+    let _ = run(&mut p, &mut current, 40, 0.5);
+}
+
+#[test]
+fn the_deployed_memory_uses_only_verdicts_made_over_a_standing_queue() {
+    let deployed = default_memory().unwrap();
+    assert_eq!(
+        (deployed.prefix_len, deployed.agree, deployed.reprobe_every),
+        (24, 1, 4)
+    );
+    assert!((deployed.min_drained - 1.5).abs() < 1e-12);
+    // The probe's move to Copa on a path whose RTT stayed at its floor (drained 1.0): the
+    // next flow probes.
+    let probe = remembering(deployed, None);
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    assert_eq!(
+        run(&mut p, &mut current, 40, 0.5)[20],
+        Decision::SwitchTo(1)
+    );
+    assert!(
+        !probe
+            .policy(&FlowContext::for_candidates(&NAMES))
+            .remembered()
+    );
+    // The watch's move is made over a queue that never drained: the next flow starts on its
+    // target.
+    let watch = Watch {
+        target: "copa".into(),
+        ..Watch::default()
+    };
+    let probe = remembering(deployed, Some(watch));
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue(&mut p, 0), Some((101, 1, true)));
+    let p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert!(p.remembered());
+    assert_eq!(p.initial(), 1);
+    // Another /24 knows nothing.
+    let elsewhere = FlowContext {
+        dst_ip: 0x0A00_0100,
+        ..FlowContext::for_candidates(&NAMES)
+    };
+    assert!(!probe.policy(&elsewhere).remembered());
 }

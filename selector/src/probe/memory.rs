@@ -1,0 +1,324 @@
+//! The path memory: a flow to a destination whose last probing flows agreed on a candidate
+//! starts on it, from its first packet, without a probe.
+//!
+//! Why: against competing flows the candidates that win, win from the first packet (their
+//! start-up takes the share); a switch at the probe's end (1.5 s and ten RTTs) recovers part
+//! of it only (`docs/selector.md`, where the headroom is left). A server sees the same clients
+//! again, so what the probe concluded for one flow to a destination is a prior for the next.
+//!
+//! What it takes from TCP-RL (`PAPERS.md` §1.1): users grouped by destination (its subnet
+//! leaves; here an IPv4 prefix, /24 by default) and a per-group table consulted before the
+//! connection sends (its `SetParm(fd, iw, cc)` sets the CC per socket from the group's entry).
+//! What it changes: the entry is not a bandit's arm over measured rewards but the probe's own
+//! verdict (the candidate its models chose, or the watch's move), kept per group and
+//! preference mode; a group's entry is used only when its last `agree` verdicts name the same
+//! candidate and it is not the mode's start (a flow that would stay probes as before, and
+//! keeps its drain and watch). Every `reprobe_every`-th flow of a group probes anyway, so a
+//! path that changed is seen within that many flows. Left out: TCP-RL's grouping by ISP and
+//! province (no geolocation database here) and its jitter test for a group; a flow started
+//! from memory gives no verdict (it did not probe), so only probing flows teach the table.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
+
+use crate::antelope::reward::Mode;
+
+/// How the memory groups flows and when it is trusted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Memory {
+    /// Destination prefix length, bits (0-32): flows to addresses that share it are one group.
+    pub prefix_len: u8,
+    /// How many of a group's last verdicts must name the same candidate (at least 1).
+    pub agree: usize,
+    /// Every this many flows of a group (the first included) probe whatever the memory holds
+    /// (at least 1; 1: every flow probes and the memory is never used).
+    pub reprobe_every: u64,
+    /// The most groups remembered; flows to a group past it probe and teach nothing.
+    pub max_groups: usize,
+    /// The least `rtt_ratio_drained` (the RTT over its floor where the probe's queue drained
+    /// most) of a verdict that is used: a queue that never drained is a competitor's, and
+    /// against competitors the share is taken at the start (0: every verdict is used).
+    pub min_drained: f64,
+}
+
+impl Default for Memory {
+    /// /24 groups, every verdict of any queue, two agreeing verdicts, every fourth flow
+    /// probes, 65,536 groups (the deployed memory is [`super::default_memory`]).
+    fn default() -> Self {
+        Self {
+            prefix_len: 24,
+            agree: 2,
+            reprobe_every: 4,
+            max_groups: 1 << 16,
+            min_drained: 0.0,
+        }
+    }
+}
+
+impl Memory {
+    /// Parses `<prefix bits>:<agree>:<reprobe every>[:<min drained>]`, e.g. `24:2:4` or
+    /// `24:1:4:1.5` (the table's size stays the default; no fourth number: 0).
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let err = || {
+            format!(
+                "{spec:?}: not <prefix bits 0-32>:<agree >= 1>:<reprobe every >= 1>[:<min \
+                 drained>], e.g. 24:2:4"
+            )
+        };
+        let [prefix, agree, every, min_drained] = super::spec_numbers::<4>(spec)
+            .or_else(|| super::spec_numbers::<3>(spec).map(|[p, a, e]| [p, a, e, 0.0]))
+            .ok_or_else(err)?;
+        let whole = |x: f64| x.fract() == 0.0;
+        if !(whole(prefix) && whole(agree) && whole(every))
+            || prefix > 32.0
+            || agree < 1.0
+            || every < 1.0
+            || agree > 64.0
+        {
+            return Err(err());
+        }
+        Ok(Self {
+            prefix_len: prefix as u8,
+            agree: agree as usize,
+            reprobe_every: every as u64,
+            min_drained,
+            ..Self::default()
+        })
+    }
+
+    fn key(&self, ip: u32, mode: Mode) -> (u32, Mode) {
+        let prefix = if self.prefix_len == 0 {
+            0
+        } else {
+            ip & (u32::MAX << (32 - u32::from(self.prefix_len.min(32))))
+        };
+        (prefix, mode)
+    }
+}
+
+/// How a new flow starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// It probes; its verdict goes back under the ticket (`None`: the table is full).
+    Probe(Option<Ticket>),
+    /// It starts on this candidate and keeps it.
+    Remembered(&'static str),
+}
+
+/// Where a probing flow's verdict goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    key: (u32, Mode),
+    flow: u64,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    flows: u64,
+    /// The last verdicts, oldest first.
+    verdicts: VecDeque<Verdict>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Verdict {
+    /// The flow's number in its group.
+    flow: u64,
+    candidate: &'static str,
+    /// Its probe's queue stayed up enough for the verdict to be used ([`Memory::min_drained`]).
+    usable: bool,
+}
+
+/// The verdicts of every group: shared by the flows of one selector.
+#[derive(Debug)]
+pub struct Groups {
+    memory: Memory,
+    groups: Mutex<HashMap<(u32, Mode), Group>>,
+}
+
+impl Groups {
+    /// An empty table grouping as `memory` says.
+    pub fn new(memory: Memory) -> Self {
+        Self {
+            memory,
+            groups: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How a new `mode` flow to `ip` starts, when probing starts it on `start`.
+    pub fn start(&self, ip: u32, mode: Mode, start: &str) -> Start {
+        let m = &self.memory;
+        let key = m.key(ip, mode);
+        let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+        if !groups.contains_key(&key) && groups.len() >= m.max_groups {
+            return Start::Probe(None);
+        }
+        let g = groups.entry(key).or_default();
+        let flow = g.flows;
+        g.flows += 1;
+        if !flow.is_multiple_of(m.reprobe_every.max(1))
+            && let Some(c) = agreed(&g.verdicts, m.agree)
+            && c != start
+        {
+            return Start::Remembered(c);
+        }
+        Start::Probe(Some(Ticket { key, flow }))
+    }
+
+    /// Records `candidate` as the verdict of the flow holding `ticket`, whose probe's queue
+    /// drained to `drained` times the RTT floor at best (`rtt_ratio_drained`; infinite for the
+    /// watch's move, made on a queue that never drained). It replaces the verdict the flow gave
+    /// before, if still kept (the watch's move after the probe's stay).
+    pub fn record(&self, ticket: &Ticket, candidate: &'static str, drained: f64) {
+        let keep = self.memory.agree.max(1);
+        let verdict = Verdict {
+            flow: ticket.flow,
+            candidate,
+            usable: drained >= self.memory.min_drained,
+        };
+        let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(g) = groups.get_mut(&ticket.key) else {
+            return;
+        };
+        if let Some(v) = g.verdicts.iter_mut().find(|v| v.flow == ticket.flow) {
+            *v = verdict;
+            return;
+        }
+        g.verdicts.push_back(verdict);
+        while g.verdicts.len() > keep {
+            g.verdicts.pop_front();
+        }
+    }
+}
+
+/// The candidate the last `agree` verdicts all name, if they do, there are that many and each
+/// is usable.
+fn agreed(verdicts: &VecDeque<Verdict>, agree: usize) -> Option<&'static str> {
+    let agree = agree.max(1);
+    if verdicts.len() < agree {
+        return None;
+    }
+    let mut last = verdicts.iter().rev().take(agree);
+    let first = last.next().filter(|v| v.usable)?;
+    last.all(|v| v.usable && v.candidate == first.candidate)
+        .then_some(first.candidate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: u32 = 0x0A00_0001; // 10.0.0.1
+
+    fn probe(s: Start) -> Ticket {
+        match s {
+            Start::Probe(Some(t)) => t,
+            other => panic!("expected a probe with a ticket, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn two_agreeing_verdicts_start_the_next_flows_until_the_reprobe() {
+        let g = Groups::new(Memory::default());
+        let m = Mode::Default;
+        // Flows 0 and 1 know nothing yet: both probe.
+        let t0 = probe(g.start(A, m, "copa"));
+        let t1 = probe(g.start(A + 1, m, "copa"));
+        g.record(&t0, "bbr", 2.0);
+        // One verdict is not two: flow 2 probes.
+        let t2 = probe(g.start(A, m, "copa"));
+        g.record(&t1, "bbr", 2.0);
+        // Flow 3: the last two agree.
+        assert_eq!(g.start(A + 7, m, "copa"), Start::Remembered("bbr"));
+        // Flow 4 re-probes (every fourth), flow 5 is remembered again.
+        let t4 = probe(g.start(A, m, "copa"));
+        assert_eq!(g.start(A, m, "copa"), Start::Remembered("bbr"));
+        // Flow 2's and 4's verdicts disagree with each other: the next flows probe.
+        g.record(&t2, "cubic", 2.0);
+        g.record(&t4, "bbr", 2.0);
+        assert!(matches!(g.start(A, m, "copa"), Start::Probe(Some(_))));
+        // Another /24, and another mode, know nothing.
+        assert!(matches!(g.start(A + 256, m, "copa"), Start::Probe(Some(_))));
+        assert!(matches!(
+            g.start(A, Mode::Throughput, "copa"),
+            Start::Probe(Some(_))
+        ));
+    }
+
+    #[test]
+    fn a_verdict_of_the_start_is_not_used_and_a_later_move_replaces_a_flows_verdict() {
+        let g = Groups::new(Memory::default());
+        let m = Mode::Default;
+        let t0 = probe(g.start(A, m, "copa"));
+        let t1 = probe(g.start(A, m, "copa"));
+        g.record(&t0, "copa", 2.0);
+        g.record(&t1, "copa", 2.0);
+        // Both stayed: the next flow probes (on the start) and keeps its drain and watch.
+        let t2 = probe(g.start(A, m, "copa"));
+        // Flow 1's watch moved it to BBR: its verdict is replaced, not added.
+        g.record(&t1, "bbr", 2.0);
+        g.record(&t2, "bbr", 2.0);
+        assert_eq!(g.start(A, m, "copa"), Start::Remembered("bbr"));
+    }
+
+    #[test]
+    fn a_verdict_over_a_queue_that_drained_is_kept_but_not_used() {
+        let g = Groups::new(Memory {
+            agree: 1,
+            min_drained: 1.5,
+            ..Memory::default()
+        });
+        let m = Mode::Default;
+        let t0 = probe(g.start(A, m, "copa"));
+        g.record(&t0, "arc", 1.2);
+        assert!(matches!(g.start(A, m, "copa"), Start::Probe(Some(_))));
+        // The same flow's later move over a standing queue (the watch's) replaces it.
+        g.record(&t0, "bbr", f64::INFINITY);
+        assert_eq!(g.start(A, m, "copa"), Start::Remembered("bbr"));
+        assert_eq!(g.start(A, m, "copa"), Start::Remembered("bbr"));
+        // Flow 4 re-probes; NaN (no probe features) is never a standing queue.
+        let t = probe(g.start(A, m, "copa"));
+        g.record(&t, "bbr", f64::NAN);
+        assert!(matches!(g.start(A, m, "copa"), Start::Probe(Some(_))));
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_specs_parse_or_say_why_not() {
+        let g = Groups::new(Memory {
+            max_groups: 1,
+            ..Memory::default()
+        });
+        let _ = probe(g.start(A, Mode::Default, "copa"));
+        assert_eq!(
+            g.start(A + 256, Mode::Default, "copa"),
+            Start::Probe(None),
+            "a second group past the bound"
+        );
+        let m = Memory::parse(" 16 : 3 : 5 ").unwrap();
+        assert_eq!((m.prefix_len, m.agree, m.reprobe_every), (16, 3, 5));
+        assert_eq!(m.max_groups, Memory::default().max_groups);
+        let m = Memory::parse("24:1:4:1.5").unwrap();
+        assert!((m.min_drained - 1.5).abs() < 1e-12);
+        for bad in [
+            "",
+            "24:2",
+            "24:2:4:1:1",
+            "33:2:4",
+            "24:0:4",
+            "24:2:0",
+            "24:1.5:4",
+            "x:2:4",
+            "24:2:4:-1",
+        ] {
+            let e = Memory::parse(bad).unwrap_err();
+            assert!(e.contains("e.g. 24:2:4"), "{bad:?}: {e}");
+        }
+        // /0 puts every address in one group; one agreeing verdict suffices with agree 1.
+        let g = Groups::new(Memory::parse("0:1:3").unwrap());
+        let t = probe(g.start(A, Mode::Default, "copa"));
+        g.record(&t, "cubic", 2.0);
+        assert_eq!(
+            g.start(0xC0A8_0001, Mode::Default, "copa"),
+            Start::Remembered("cubic")
+        );
+    }
+}
