@@ -1,8 +1,10 @@
 """Draws the conditions of the selection benchmark's classes from their parameter ranges.
 
-`python3 eval/selection/generate.py SET --seed S --per-class N [--seeds a,b] [--segment lo,hi]`
-prints a scenario (TOML) of N conditions per class, each drawn independently from the class's
-ranges below with Python's `random.Random(S)`. The training set (`selection-train`), the
+`python3 eval/selection/generate.py SET --seed S --per-class N [--seeds a,b] [--segment lo,hi]
+[--recurring K]` prints a scenario (TOML) of N conditions per class, each drawn independently
+from the class's ranges below with Python's `random.Random(S)`. `--recurring K` makes the flow
+under test of each condition K finite flows to one destination, one every 30/K s (see
+`recurring`): what a server sees of a client that comes back. The training set (`selection-train`), the
 validation set (`selection-bench`) and the held-out test set (`selection-bench-test`) are three
 draws with three generator seeds and disjoint shares of every trace (`--segment`), so they come
 from one distribution and share no condition; `eval/tests/selection_bench.rs` checks that the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import sys
 
@@ -143,6 +146,36 @@ def web(rng):
     return c
 
 
+def trace_mbps(c: dict) -> float:
+    """The mean rate of a condition's trace over the run (a mahimahi line is one 1,500-byte
+    delivery opportunity at that millisecond)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenarios", c["trace"])
+    with open(path) as f:
+        ms = [int(line) for line in f if line.strip()]
+    period = max(ms[-1], 1)
+    lo = c["trace_offset_s"] * 1000
+    hi = lo + DURATION_S * 1000
+    # The trace repeats: count each millisecond's opportunities modulo the period.
+    n = sum(1 for t in ms for k in range(lo // period, hi // period + 1) if lo <= t + k * period < hi)
+    return n * 1500 * 8 / (DURATION_S * 1e6)
+
+
+def recurring(env: str, c: dict, k: int) -> dict:
+    """The condition with its flow under test replaced by `k` finite flows to one destination,
+    one every DURATION_S / k seconds, each of the bytes the flow's fair share of the path carries
+    in 80 % of that gap (at least 200 kB), scored as the class scores its flow (`friendly`
+    against competing flows, else `reward`). A flow slower than its share overlaps the next."""
+    gap = DURATION_S / k
+    mbps = trace_mbps(c) if "trace" in c else c["bw_mbps"]
+    share = 1 + sum(x["count"] for x in c.get("cross", []))
+    size = max(200_000, int(mbps * 1e6 / 8 / share * gap * 0.8))
+    objective = "friendly" if env == "competition" else "reward"
+    out = dict(c)
+    out["id"] = f"{c['id']}-x{k}"
+    out["flows"] = [{"count": k, "start_s": 0.0, "stagger_s": r2(gap), "size_bytes": size, "objective": objective}]
+    return out
+
+
 DRAW = {"cellular": cellular, "wan": wan, "competition": competition, "changing": changing, "app": app, "web": web}
 
 
@@ -228,10 +261,13 @@ def main(argv=None) -> int:
     ap.add_argument("--description", default="")
     ap.add_argument("--classes", default=",".join(CLASSES))
     ap.add_argument("--segment", type=segment, default=(0.0, 1.0), help="lo,hi: the share of each trace's period to take segments from")
+    ap.add_argument("--recurring", type=int, default=0, help="K: the flow under test becomes K finite flows to one destination")
     a = ap.parse_args(argv)
     global SEGMENT
     SEGMENT = a.segment
     conds = draw(a.seed, a.per_class, a.classes.split(","))
+    if a.recurring > 0:
+        conds = [(env, recurring(env, c, a.recurring)) for env, c in conds]
     seeds = [int(s) for s in a.seeds.split(",")]
     schemes = [s for s in a.schemes.split(",") if s]
     desc = a.description or f"{a.per_class} conditions per class drawn with seed {a.seed} (eval/selection/generate.py)."

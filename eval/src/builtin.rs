@@ -46,6 +46,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-val2.toml"),
     ),
     (
+        "selection-recurring",
+        include_str!("../scenarios/selection-recurring.toml"),
+    ),
+    (
+        "selection-recurring-test",
+        include_str!("../scenarios/selection-recurring-test.toml"),
+    ),
+    (
         "selection-train",
         include_str!("../scenarios/selection-train.toml"),
     ),

@@ -192,10 +192,17 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// seconds with the first (the same first half of each recording). The third test set
 /// (`selection-bench-test3`, thirty conditions per class) is like the second: nothing shared
 /// with training or validation, no seed or path with the other test sets, trace seconds from
-/// the same held-out quarter.
+/// the same held-out quarter. The recurring-flow sets of the path memory (`selection-recurring`
+/// and its test twin) are two more draws of the four long-flow classes, six finite flows to
+/// one destination per path: the validation one takes its trace seconds from the validation
+/// quarter, the test one from the held-out quarter.
 #[test]
 fn the_sets_share_no_path_seed_or_trace_second() {
     let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
+    let (recurring, recurring_test) = (
+        load("selection-recurring"),
+        load("selection-recurring-test"),
+    );
     let (train, train2, val, test, test2, test3, val2) = (
         load("selection-train"),
         load("selection-train2"),
@@ -205,13 +212,6 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         load("selection-bench-test3"),
         load("selection-val2"),
     );
-    let classes = |s: &Scenario| {
-        let mut m: BTreeMap<String, usize> = BTreeMap::new();
-        for c in &s.conditions {
-            *m.entry(c.env.clone()).or_default() += 1;
-        }
-        m
-    };
     assert_eq!(
         classes(&val),
         classes(&test),
@@ -244,7 +244,17 @@ fn the_sets_share_no_path_seed_or_trace_second() {
             .iter()
             .all(|s| s.seeds.len() >= 3)
     );
-    let sets = [&train, &train2, &val, &test, &test2, &test3, &val2];
+    let sets = [
+        &train,
+        &train2,
+        &val,
+        &test,
+        &test2,
+        &test3,
+        &val2,
+        &recurring,
+        &recurring_test,
+    ];
     for (i, a) in sets.iter().enumerate() {
         for b in &sets[i + 1..] {
             assert!(
@@ -271,9 +281,37 @@ fn the_sets_share_no_path_seed_or_trace_second() {
     no_trace_second_in_two(&sets);
 }
 
-/// No second of a recorded trace is replayed by two of `sets`, but for the two training sets,
-/// the three test sets and the two validation sets (each group drawn from the same share of
-/// every recording).
+/// The recurring-flow sets: the four long-flow classes, twenty conditions each, and on each
+/// path six finite flows of the scheme under test, one every 5 s.
+#[test]
+fn the_recurring_sets_send_six_flows_to_one_destination_per_path() {
+    for name in ["selection-recurring", "selection-recurring-test"] {
+        let s = ccp_eval::builtin::scenario(name).unwrap().unwrap();
+        assert_eq!(
+            classes(&s).into_iter().collect::<Vec<_>>(),
+            [
+                ("cellular".to_string(), 20),
+                ("changing".to_string(), 20),
+                ("competition".to_string(), 20),
+                ("wan".to_string(), 20)
+            ]
+        );
+        assert!(s.seeds.len() >= 3);
+        for c in &s.conditions {
+            let flows = c.flows.as_ref().expect("each condition's own flows");
+            assert!(
+                matches!(flows.as_slice(), [g] if g.count == 6 && g.size_bytes.is_some()
+                        && g.scheme.is_none() && (g.stagger_s - 5.0).abs() < 1e-9),
+                "{}: {flows:?}",
+                c.id
+            );
+        }
+    }
+}
+
+/// No second of a recorded trace is replayed by two of `sets`, but for the training sets, the
+/// test sets and the validation sets (each group drawn from the same share of every
+/// recording).
 fn no_trace_second_in_two(sets: &[&Scenario]) {
     // Trace segments: [offset, offset + duration) of each recording, per set (from the files:
     // a loaded scenario holds the trace already rotated).
@@ -307,17 +345,22 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
     for (i, a) in all.iter().enumerate() {
         for (j, b) in all.iter().enumerate().skip(i + 1) {
             let pair = [sets[i].name.as_str(), sets[j].name.as_str()];
-            let tests = [
-                "selection-bench-test",
-                "selection-bench-test2",
-                "selection-bench-test3",
+            let groups: [&[&str]; 3] = [
+                &[
+                    "selection-bench-test",
+                    "selection-bench-test2",
+                    "selection-bench-test3",
+                    "selection-recurring-test",
+                ],
+                &["selection-bench", "selection-val2", "selection-recurring"],
+                &["selection-train", "selection-train2"],
             ];
-            if (tests.contains(&pair[0]) && tests.contains(&pair[1]))
-                || pair == ["selection-bench", "selection-val2"]
-                || pair == ["selection-train", "selection-train2"]
+            if groups
+                .iter()
+                .any(|g| g.contains(&pair[0]) && g.contains(&pair[1]))
             {
-                // The test sets, the two validation sets and the two training sets: each
-                // group drawn from the same share.
+                // The test sets, the validation sets and the training sets: each group drawn
+                // from the same share.
                 continue;
             }
             for (f, lo, hi) in b {
@@ -330,4 +373,13 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
             }
         }
     }
+}
+
+/// Conditions per class of `s`.
+fn classes(s: &Scenario) -> BTreeMap<String, usize> {
+    let mut m: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &s.conditions {
+        *m.entry(c.env.clone()).or_default() += 1;
+    }
+    m
 }
