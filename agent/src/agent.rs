@@ -318,6 +318,14 @@ impl AgentState {
         &self.iw
     }
 
+    /// How CREATE encodes destination addresses: `[iw] ip_byte_order` when the table has
+    /// one, else the IPC's usual encoding.
+    pub fn ip_byte_order(&self) -> IpByteOrder {
+        self.iw
+            .current()
+            .map_or(self.default_order, |(_, order)| order)
+    }
+
     /// The selector's policy slot.
     pub fn policy(&self) -> &PolicyHandle {
         &self.policy
@@ -370,6 +378,8 @@ pub struct Registry {
     policy: PolicyHandle,
     iw: IwSource,
     log: Arc<SelectorLog>,
+    /// CREATE's addresses are network-order bytes ([`AgentState::ip_byte_order`]).
+    network_ips: bool,
 }
 
 impl Registry {
@@ -383,6 +393,7 @@ impl Registry {
             // Decisions are one per report: the deployed agent keeps counters, not an event
             // trace.
             log: Arc::new(SelectorLog::new(false)),
+            network_ips: state.ip_byte_order() == IpByteOrder::Network,
         }
     }
 
@@ -402,6 +413,7 @@ impl Registry {
         Selector::new(candidates, self.policy.get().0)
             .with_policy_handle(self.policy.clone())
             .with_log(self.log.clone())
+            .with_network_order_ips(self.network_ips)
     }
 }
 
@@ -607,6 +619,9 @@ mod tests {
         );
         assert_eq!(state.preference(443), crate::Preference::Delay);
         assert!(state.iw().current().is_none());
+        assert_eq!(state.ip_byte_order(), IpByteOrder::Host, "the unix IPC's");
+        let netlink = AgentState::load(&path, IpcKind::Netlink).unwrap();
+        assert_eq!(netlink.ip_byte_order(), IpByteOrder::Network);
 
         write(
             "[selector]\npolicy = \"static:vegas\"\n[selector.hysteresis]\nagreeing_decisions = 5\n\

@@ -48,7 +48,9 @@ pub struct FlowContext<'a> {
     pub candidates: &'a [&'static str],
     /// The datapath's socket id.
     pub sock_id: u32,
-    /// Destination IPv4 address (host order, as portus reports it).
+    /// Destination IPv4 address, host order (`u32::from(Ipv4Addr)`: the first octet is the
+    /// high byte); the selector decodes the datapath's encoding
+    /// ([`crate::Selector::with_network_order_ips`]).
     pub dst_ip: u32,
     /// Destination port.
     pub dst_port: u32,

@@ -222,6 +222,8 @@ pub struct Selector {
     candidates: Arc<Vec<Box<dyn DynAlgorithmConfig>>>,
     policy: PolicyHandle,
     log: Arc<SelectorLog>,
+    /// Turns the datapath's destination address into a host-order IPv4 address.
+    decode_ip: fn(u32) -> u32,
 }
 
 impl std::fmt::Debug for Selector {
@@ -241,7 +243,22 @@ impl Selector {
             candidates: Arc::new(candidates),
             policy: PolicyHandle::new(policy, HysteresisConfig::default()),
             log: Arc::new(SelectorLog::new(true)),
+            decode_ip: std::convert::identity,
         }
+    }
+
+    /// Reads the destination addresses of new flows as network-order bytes in a native
+    /// `u32` (ccp-kernel's `inet_daddr` on a little-endian machine) when `network`, else as
+    /// host-order integers (this project's datapaths, the default). Policies see host order
+    /// ([`FlowContext::dst_ip`]), so a /24 is the address's first three octets.
+    #[must_use]
+    pub fn with_network_order_ips(mut self, network: bool) -> Self {
+        self.decode_ip = if network {
+            |v| u32::from_be_bytes(v.to_le_bytes())
+        } else {
+            std::convert::identity
+        };
+        self
     }
 
     /// Detects path changes with `config` (`None`: off, the default) and re-seats the active
@@ -335,7 +352,7 @@ impl<I: Ipc> CongAlg<I> for Selector {
         let policy = factory(&FlowContext {
             candidates: &names,
             sock_id: info.sock_id,
-            dst_ip: info.dst_ip,
+            dst_ip: (self.decode_ip)(info.dst_ip),
             dst_port: info.dst_port,
             src_port: info.src_port,
             mss_bytes: start.mss_bytes,

@@ -425,3 +425,31 @@ fn a_drain_that_cuts_nothing_leaves_the_flow_as_it_was() {
     let alone = delivered(|| Box::new(StaticPolicy { candidate: 0 }));
     assert_eq!(drained, alone);
 }
+
+/// The simulator's CREATE carries 10.0.0.2 as a host-order integer: the selector hands it to
+/// policies as it is, and byte-swapped when told the datapath sends network-order bytes
+/// (ccp-kernel's encoding), so a policy's /24 is always the first three octets.
+#[test]
+fn policies_see_the_destination_in_host_order() {
+    let seen = |network: bool| {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let sel = Selector::new(
+            four(),
+            Arc::new(move |ctx: &FlowContext<'_>| {
+                sink.lock().unwrap().push(ctx.dst_ip);
+                Box::new(StaticPolicy::default()) as _
+            }),
+        )
+        .with_network_order_ips(network);
+        let _ = run(sel, 1, 0);
+        seen.lock().unwrap().clone()
+    };
+    let ten_0_0_2 = u32::from(std::net::Ipv4Addr::new(10, 0, 0, 2));
+    assert_eq!(seen(false), [ten_0_0_2]);
+    // Read as network-order bytes, the same integer is 2.0.0.10.
+    assert_eq!(
+        seen(true),
+        [u32::from(std::net::Ipv4Addr::new(2, 0, 0, 10))]
+    );
+}
