@@ -17,10 +17,11 @@
 //! only under a default-mode hand-over, which the deployed policy has not), and not at all in
 //! a flow that ends within its probe. A flow to a destination whose last probing flow moved
 //! over a standing queue starts on that move's candidate instead and keeps it, without a
-//! probe or a swap; every fourth flow to it probes anyway ([`memory`]). Optionally ([`trial`], off by default) the flow
-//! measures the proposal against its start before keeping it, and goes back if it measured
-//! worse (a second swap); and optionally (`later` models, off by default) default-mode flows
-//! choose once at the end of a longer window with models trained on switches made there.
+//! probe or a swap; every fourth flow to it probes anyway ([`memory`]). Optionally
+//! ([`trial`], off by default) the flow measures the proposal against its start before
+//! keeping it, and goes back if it measured worse (a second swap); and optionally (`later`
+//! models, off by default) default-mode flows choose once at the end of a longer window with
+//! models trained on switches made there.
 //!
 //! What it takes from the literature and what it changes:
 //! - from Antelope (`PAPERS.md` §2): per-candidate gradient-boosted regressors and the
@@ -201,9 +202,10 @@ pub fn default_drain() -> Option<Drain> {
 /// starts on the last verdict of its group when that verdict's probe found a standing queue
 /// (its RTT never came back within 1.5 times the floor, or the watch moved it); every fourth
 /// flow of a group probes anyway. Chosen on `selection-recurring` (validation; per flow over
-/// the memory off: +0.035, competition +0.167, cellular -0.010, changing -0.017, WAN 0), where
-/// using every verdict gained less (+0.025: cellular, changing and WAN lost more) and two
-/// agreeing verdicts almost nothing (-0.001: they rarely agree), `docs/selector.md`.
+/// the memory off: +0.035, competition +0.167, cellular -0.010, changing -0.017, WAN 0; +0.012
+/// on a second draw), where using every verdict gained less (+0.025: cellular, changing and
+/// WAN lost more) and two agreeing verdicts almost nothing (-0.001: they rarely agree); on the
+/// held-out `selection-recurring-test` +0.005 (`docs/selector/path-memory.md`).
 pub fn default_memory() -> Option<Memory> {
     Some(Memory {
         agree: 1,
@@ -305,8 +307,8 @@ pub struct ProbeOptions {
     pub delegate: Option<Delegate>,
     /// Default-mode flows that keep their start drain at the probe's end ([`drain`]).
     pub drain: Option<Drain>,
-    /// Flows of the switching modes to a destination whose last probing flows agreed start on
-    /// their verdict ([`memory`]).
+    /// Flows of the switching modes to a destination whose last probing flows gave a usable
+    /// verdict start on it ([`memory`]).
     pub memory: Option<Memory>,
 }
 
