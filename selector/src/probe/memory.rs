@@ -13,8 +13,10 @@
 //! verdict (the candidate its models chose, or the watch's move), kept per group and
 //! preference mode; a group's entry is used only when its last `agree` verdicts name the same
 //! candidate and it is not the mode's start (a flow that would stay probes as before, and
-//! keeps its drain and watch). Every `reprobe_every`-th flow of a group probes anyway, so a
-//! path that changed is seen within that many flows. Left out: TCP-RL's grouping by ISP and
+//! keeps its drain and watch), and, with `min_drained`, only when each was made over a queue
+//! that never drained (the deployed memory: [`super::default_memory`]; measured in
+//! `docs/selector/path-memory.md`). Every `reprobe_every`-th flow of a group probes anyway,
+//! so a path that changed is seen within that many flows. Left out: TCP-RL's grouping by ISP and
 //! province (no geolocation database here) and its jitter test for a group; a flow started
 //! from memory gives no verdict (it did not probe), so only probing flows teach the table.
 
