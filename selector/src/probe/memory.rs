@@ -35,7 +35,8 @@ pub struct Memory {
     /// Every this many flows of a group (the first included) probe whatever the memory holds
     /// (at least 1; 1: every flow probes and the memory is never used).
     pub reprobe_every: u64,
-    /// The most groups remembered; flows to a group past it probe and teach nothing.
+    /// The most groups remembered: a new group past it first forgets the half of the groups
+    /// whose last flow came longest ago (0: nothing is remembered).
     pub max_groups: usize,
     /// The least `rtt_ratio_drained` (the RTT over its floor where the probe's queue drained
     /// most) of a verdict that is used: a queue that never drained is a competitor's, and
@@ -111,11 +112,16 @@ pub enum Start {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ticket {
     key: (u32, Mode),
+    /// When the group was made (a group forgotten and made again is another one).
+    born: u64,
     flow: u64,
 }
 
 #[derive(Debug, Default)]
 struct Group {
+    /// When it was made and when its last flow started, in flows of the whole table.
+    born: u64,
+    last_use: u64,
     flows: u64,
     /// The last verdicts, oldest first.
     verdicts: VecDeque<Verdict>,
@@ -134,7 +140,27 @@ struct Verdict {
 #[derive(Debug)]
 pub struct Groups {
     memory: Memory,
-    groups: Mutex<HashMap<(u32, Mode), Group>>,
+    table: Mutex<Table>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    /// Flows started so far (the groups' clock).
+    flows: u64,
+    groups: HashMap<(u32, Mode), Group>,
+}
+
+impl Table {
+    /// Forgets the half of the groups (rounded up) whose last flow is oldest.
+    fn forget_oldest_half(&mut self) {
+        let mut uses: Vec<u64> = self.groups.values().map(|g| g.last_use).collect();
+        if uses.is_empty() {
+            return;
+        }
+        let k = (uses.len() - 1) / 2;
+        let (_, &mut cut, _) = uses.select_nth_unstable(k);
+        self.groups.retain(|_, g| g.last_use > cut);
+    }
 }
 
 impl Groups {
@@ -142,7 +168,7 @@ impl Groups {
     pub fn new(memory: Memory) -> Self {
         Self {
             memory,
-            groups: Mutex::new(HashMap::new()),
+            table: Mutex::new(Table::default()),
         }
     }
 
@@ -150,11 +176,21 @@ impl Groups {
     pub fn start(&self, ip: u32, mode: Mode, start: &str) -> Start {
         let m = &self.memory;
         let key = m.key(ip, mode);
-        let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
-        if !groups.contains_key(&key) && groups.len() >= m.max_groups {
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.max_groups == 0 {
             return Start::Probe(None);
         }
-        let g = groups.entry(key).or_default();
+        if !table.groups.contains_key(&key) && table.groups.len() >= m.max_groups {
+            table.forget_oldest_half();
+        }
+        table.flows += 1;
+        let now = table.flows;
+        let g = table.groups.entry(key).or_insert_with(|| Group {
+            born: now,
+            ..Group::default()
+        });
+        g.last_use = now;
+        let born = g.born;
         let flow = g.flows;
         g.flows += 1;
         if !flow.is_multiple_of(m.reprobe_every.max(1))
@@ -163,7 +199,7 @@ impl Groups {
         {
             return Start::Remembered(c);
         }
-        Start::Probe(Some(Ticket { key, flow }))
+        Start::Probe(Some(Ticket { key, born, flow }))
     }
 
     /// Records `candidate` as the verdict of the flow holding `ticket`, whose probe's queue
@@ -177,8 +213,14 @@ impl Groups {
             candidate,
             usable: drained >= self.memory.min_drained,
         };
-        let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(g) = groups.get_mut(&ticket.key) else {
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        // A group forgotten since the flow started (and perhaps made again) takes no verdict
+        // from it.
+        let Some(g) = table
+            .groups
+            .get_mut(&ticket.key)
+            .filter(|g| g.born == ticket.born)
+        else {
             return;
         };
         if let Some(v) = g.verdicts.iter_mut().find(|v| v.flow == ticket.flow) {
@@ -210,6 +252,13 @@ mod tests {
     use super::*;
 
     const A: u32 = 0x0A00_0001; // 10.0.0.1
+
+    fn replayed(s: Start) -> &'static str {
+        match s {
+            Start::Remembered(c) => c,
+            other => panic!("expected a start from memory, got {other:?}"),
+        }
+    }
 
     fn probe(s: Start) -> Ticket {
         match s {
@@ -285,16 +334,34 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_and_specs_parse_or_say_why_not() {
-        let g = Groups::new(Memory {
-            max_groups: 1,
+        let one = Groups::new(Memory {
+            agree: 1,
+            max_groups: 2,
             ..Memory::default()
         });
-        let _ = probe(g.start(A, Mode::Default, "copa"));
-        assert_eq!(
-            g.start(A + 256, Mode::Default, "copa"),
-            Start::Probe(None),
-            "a second group past the bound"
-        );
+        let m = Mode::Default;
+        let (a, b, c) = (A, A + 256, A + 512);
+        let ta = probe(one.start(a, m, "copa"));
+        let tb = probe(one.start(b, m, "copa"));
+        one.record(&ta, "bbr", 2.0);
+        one.record(&tb, "arc", 2.0);
+        // b is used again, then a third group comes: a, the one used longest ago, goes.
+        assert_eq!(replayed(one.start(b, m, "copa")), "arc");
+        let tc = probe(one.start(c, m, "copa"));
+        one.record(&tc, "cubic", 2.0);
+        // a is a new group (forgetting b, now the oldest); a verdict of the forgotten group's
+        // flow is not taken by it.
+        let ta2 = probe(one.start(a, m, "copa"));
+        one.record(&ta, "cubic", 2.0);
+        assert!(matches!(one.start(a, m, "copa"), Start::Probe(Some(_))));
+        one.record(&ta2, "reno", 2.0);
+        assert_eq!(replayed(one.start(a, m, "copa")), "reno");
+        assert_eq!(replayed(one.start(c, m, "copa")), "cubic");
+        let none = Groups::new(Memory {
+            max_groups: 0,
+            ..Memory::default()
+        });
+        assert_eq!(none.start(a, m, "copa"), Start::Probe(None));
         let m = Memory::parse(" 16 : 3 : 5 ").unwrap();
         assert_eq!((m.prefix_len, m.agree, m.reprobe_every), (16, 3, 5));
         assert_eq!(m.max_groups, Memory::default().max_groups);
