@@ -256,7 +256,7 @@ mod tests {
     fn replayed(s: Start) -> &'static str {
         match s {
             Start::Remembered(c) => c,
-            other => panic!("expected a start from memory, got {other:?}"),
+            other @ Start::Probe(_) => panic!("expected a start from memory, got {other:?}"),
         }
     }
 
@@ -339,29 +339,32 @@ mod tests {
             max_groups: 2,
             ..Memory::default()
         });
-        let m = Mode::Default;
-        let (a, b, c) = (A, A + 256, A + 512);
-        let ta = probe(one.start(a, m, "copa"));
-        let tb = probe(one.start(b, m, "copa"));
-        one.record(&ta, "bbr", 2.0);
-        one.record(&tb, "arc", 2.0);
-        // b is used again, then a third group comes: a, the one used longest ago, goes.
-        assert_eq!(replayed(one.start(b, m, "copa")), "arc");
-        let tc = probe(one.start(c, m, "copa"));
-        one.record(&tc, "cubic", 2.0);
-        // a is a new group (forgetting b, now the oldest); a verdict of the forgotten group's
+        let mode = Mode::Default;
+        let (old, kept, new) = (A, A + 256, A + 512);
+        let tx = probe(one.start(old, mode, "copa"));
+        let ty = probe(one.start(kept, mode, "copa"));
+        one.record(&tx, "bbr", 2.0);
+        one.record(&ty, "arc", 2.0);
+        // `kept` is used again, then a third group comes: `old`, used longest ago, goes.
+        assert_eq!(replayed(one.start(kept, mode, "copa")), "arc");
+        let tz = probe(one.start(new, mode, "copa"));
+        one.record(&tz, "cubic", 2.0);
+        // `old` is a new group (forgetting `kept`, now the oldest); a verdict of the forgotten group's
         // flow is not taken by it.
-        let ta2 = probe(one.start(a, m, "copa"));
-        one.record(&ta, "cubic", 2.0);
-        assert!(matches!(one.start(a, m, "copa"), Start::Probe(Some(_))));
-        one.record(&ta2, "reno", 2.0);
-        assert_eq!(replayed(one.start(a, m, "copa")), "reno");
-        assert_eq!(replayed(one.start(c, m, "copa")), "cubic");
+        let tx2 = probe(one.start(old, mode, "copa"));
+        one.record(&tx, "cubic", 2.0);
+        assert!(matches!(
+            one.start(old, mode, "copa"),
+            Start::Probe(Some(_))
+        ));
+        one.record(&tx2, "reno", 2.0);
+        assert_eq!(replayed(one.start(old, mode, "copa")), "reno");
+        assert_eq!(replayed(one.start(new, mode, "copa")), "cubic");
         let none = Groups::new(Memory {
             max_groups: 0,
             ..Memory::default()
         });
-        assert_eq!(none.start(a, m, "copa"), Start::Probe(None));
+        assert_eq!(none.start(A, Mode::Default, "copa"), Start::Probe(None));
         let m = Memory::parse(" 16 : 3 : 5 ").unwrap();
         assert_eq!((m.prefix_len, m.agree, m.reprobe_every), (16, 3, 5));
         assert_eq!(m.max_groups, Memory::default().max_groups);
