@@ -182,16 +182,8 @@ where
     let util = utilization(&r);
     let w = common::HandoffWindows::of(&r, at_ns, MSS);
     w.check_first_rtt(label, util);
-    let common::HandoffWindows {
-        before,
-        next_second,
-        ..
-    } = w;
     // Slow start would double the window every RTT (~80 ms here).
-    assert!(
-        next_second <= before + 20.0,
-        "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
-    );
+    w.check_next_second(label, w.before + 20.0);
     assert!(util >= 0.9, "{label}: utilization {util:.3}");
     assert_eq!(r.flows[0].vm_faults, 0);
 }

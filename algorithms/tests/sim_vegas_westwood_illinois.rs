@@ -227,15 +227,7 @@ where
     let util = total_utilization(&r);
     let w = common::HandoffWindows::of(&r, at_ns, MSS);
     w.check_first_rtt(label, util);
-    let common::HandoffWindows {
-        before,
-        next_second,
-        ..
-    } = w;
-    assert!(
-        next_second <= 2.0 * before,
-        "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
-    );
+    w.check_next_second(label, 2.0 * w.before);
     assert!(util >= 0.85, "{label}: utilization {util:.3}");
     assert_eq!(r.flows[0].vm_faults, 0);
 }

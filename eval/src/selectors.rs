@@ -300,36 +300,38 @@ fn delegate_from(value: &str) -> Result<Option<probe::Delegate>, String> {
 /// `<min RTT ratio>:<max drained ratio>:<min BDP packets>:<BDPs>` ([`probe::Drain::parse`]),
 /// else [`probe::default_drain`]. A value that cannot be used is reported and ignored.
 pub fn probe_drain() -> Option<probe::Drain> {
-    let Ok(value) = std::env::var("CCP_PROBE_DRAIN") else {
-        return probe::default_drain();
-    };
-    if value.trim() == "off" {
-        return None;
-    }
-    match probe::Drain::parse(&value) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            report_once(&format!("CCP_PROBE_DRAIN={value:?} ignored: {e}"));
-            probe::default_drain()
-        }
-    }
+    option_from_env("CCP_PROBE_DRAIN", probe::Drain::parse, probe::default_drain)
 }
 
 /// The path memory of `selector-probe` ([`probe::memory`]): `$CCP_PROBE_MEMORY` = `off` (none)
-/// or `<prefix bits>:<agree>:<reprobe every>` ([`probe::Memory::parse`]), else
+/// or `<prefix bits>:<agree>:<reprobe every>[:<min drained>]` ([`probe::Memory::parse`]), else
 /// [`probe::default_memory`]. A value that cannot be used is reported and ignored. The memory
 /// lives as long as the run's selector: one run's flows teach it, never another run's.
 pub fn probe_memory() -> Option<probe::Memory> {
-    let Ok(value) = std::env::var("CCP_PROBE_MEMORY") else {
-        return probe::default_memory();
+    option_from_env(
+        "CCP_PROBE_MEMORY",
+        probe::Memory::parse,
+        probe::default_memory,
+    )
+}
+
+/// The setting `var` asks for: unset, `default`; `off`, none; else what `parse` reads from it
+/// (a value it refuses is reported and `default` used).
+fn option_from_env<T>(
+    var: &str,
+    parse: fn(&str) -> Result<T, String>,
+    default: fn() -> Option<T>,
+) -> Option<T> {
+    let Ok(value) = std::env::var(var) else {
+        return default();
     };
     if value.trim() == "off" {
         return None;
     }
-    probe::Memory::parse(&value)
-        .map_err(|e| report_once(&format!("CCP_PROBE_MEMORY={value:?} ignored: {e}")))
+    parse(&value)
+        .map_err(|e| report_once(&format!("{var}={value:?} ignored: {e}")))
         .ok()
-        .or_else(probe::default_memory)
+        .or_else(default)
 }
 
 /// The queue gates `selector-probe` flows pass: `$CCP_PROBE_GATE` = `off` (none) or

@@ -74,6 +74,15 @@ impl<'a> FlowContext<'a> {
     }
 }
 
+/// The first `bits` bits of the host-order IPv4 address `ip` (0-32; more count as 32): the
+/// destination group of the policies that group flows by prefix.
+pub(crate) fn ip_prefix(ip: u32, bits: u8) -> u32 {
+    match bits.min(32) {
+        0 => 0,
+        b => ip & (u32::MAX << (32 - u32::from(b))),
+    }
+}
+
 /// Why a policy decided as it did: the features it looked at and its score per candidate
 /// (recorded in decision events so a trace can show them).
 #[derive(Debug, Clone, Default, PartialEq)]

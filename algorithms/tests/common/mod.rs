@@ -154,6 +154,19 @@ impl HandoffWindows {
             "{label}: the window left [cwnd/2, 2 cwnd] in the first RTT"
         );
     }
+
+    /// Asserts that the window stayed at most `max_pkts` in the second after the handoff.
+    pub(crate) fn check_next_second(&self, label: &str, max_pkts: f64) {
+        let Self {
+            before,
+            next_second,
+            ..
+        } = self;
+        assert!(
+            *next_second <= max_pkts,
+            "{label}: the window grew from {before:.1} to {next_second:.1} pkts in a second"
+        );
+    }
 }
 
 /// Jain's fairness index of `x` (0 when every value is 0).

@@ -31,11 +31,7 @@ impl IpTable {
     }
 
     fn key(&self, ip: u32) -> u32 {
-        if self.prefix_len == 0 {
-            0
-        } else {
-            ip & (u32::MAX << (32 - u32::from(self.prefix_len)))
-        }
+        crate::policy::ip_prefix(ip, self.prefix_len)
     }
 
     /// Records that `candidate` was chosen for a flow to `ip`.

@@ -90,12 +90,7 @@ impl Memory {
     }
 
     fn key(&self, ip: u32, mode: Mode) -> (u32, Mode) {
-        let prefix = if self.prefix_len == 0 {
-            0
-        } else {
-            ip & (u32::MAX << (32 - u32::from(self.prefix_len.min(32))))
-        };
-        (prefix, mode)
+        (crate::policy::ip_prefix(ip, self.prefix_len), mode)
     }
 }
 

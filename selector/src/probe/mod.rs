@@ -395,7 +395,7 @@ impl Probe {
         ProbePolicy {
             delegate,
             drain,
-            memory: ticket.and_then(|t| Some((self.groups.clone()?, t))),
+            memory: self.groups.clone().zip(ticket),
             remembered: remembered.is_some(),
             later: false,
             choice: self.choice.clone(),
