@@ -249,7 +249,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             models: Arc::new(models),
             margin: DEFAULT_MARGIN,
             trial: default_trial(),
-            watch: default_watch(),
+            watches: default_watch(),
             handovers: default_handovers(),
             later,
             gates: default_gates(),

@@ -196,22 +196,34 @@ pub fn probe_trial() -> Option<probe::Trial> {
     }
 }
 
-/// The competition watch of `selector-probe`: `$CCP_PROBE_WATCH` = `off`, `on` (the queue-only
-/// [`probe::Watch::default`]) or a spec of [`probe::Watch::parse`]
-/// (`<ratio>,<window ms>,<window RTTs>,<target>[,kept][,loss=<share>]`), else
+/// The competition watches of `selector-probe`: `$CCP_PROBE_WATCH` = `off`, or `;`-separated
+/// watches, each `on` (the queue-only [`probe::Watch::default`]), `deployed` (those of
+/// [`probe::default_watch`]) or a spec of [`probe::Watch::parse`]
+/// (`<ratio>,<window ms>,<window RTTs>,<target>[,kept][,loss=<share>][,maxloss=<share>]`); unset:
 /// [`probe::default_watch`]. A value that cannot be used is reported and ignored.
-pub fn probe_watch() -> Option<probe::Watch> {
+pub fn probe_watch() -> Vec<probe::Watch> {
     let Ok(value) = std::env::var("CCP_PROBE_WATCH") else {
         return probe::default_watch();
     };
-    match value.trim() {
-        "off" => None,
-        "on" => Some(probe::Watch::default()),
-        spec => probe::Watch::parse(spec)
-            .map_err(|e| report_once(&format!("CCP_PROBE_WATCH={value:?} ignored: {e}")))
-            .ok()
-            .or_else(probe::default_watch),
+    parse_watches(&value)
+        .map_err(|e| report_once(&format!("CCP_PROBE_WATCH={value:?} ignored: {e}")))
+        .unwrap_or_else(|()| probe::default_watch())
+}
+
+/// Parses [`probe_watch`]'s value.
+fn parse_watches(value: &str) -> Result<Vec<probe::Watch>, String> {
+    if value.trim() == "off" {
+        return Ok(Vec::new());
     }
+    let mut watches = Vec::new();
+    for spec in value.split(';').map(str::trim) {
+        match spec {
+            "on" => watches.push(probe::Watch::default()),
+            "deployed" => watches.extend(probe::default_watch()),
+            spec => watches.push(probe::Watch::parse(spec)?),
+        }
+    }
+    Ok(watches)
 }
 
 /// The later models of `selector-probe` (default-mode flows choose with them at the end of
@@ -601,6 +613,15 @@ impl SelectionPolicy for Recorded {
     fn explain(&self) -> Option<ccp_selector::Explanation> {
         self.inner.explain()
     }
+    fn afresh(&self, to: usize) -> bool {
+        self.inner.afresh(to)
+    }
+    fn hysteresis(&self) -> Option<ccp_selector::HysteresisConfig> {
+        self.inner.hysteresis()
+    }
+    fn path_changed(&mut self, floor_us: u64) {
+        self.inner.path_changed(floor_us);
+    }
 }
 
 /// The selector schemes of one run.
@@ -761,7 +782,7 @@ fn deployed_probe(log: &Arc<SelectorLog>, port: Option<u16>) -> Option<Named<Pro
                 models,
                 margin: probe_margin(),
                 trial: probe_trial(),
-                watch: probe_watch(),
+                watches: probe_watch(),
                 handovers: probe_handovers(),
                 later: probe_later(),
                 gates: probe_gates(),
@@ -935,6 +956,21 @@ impl RunSelectors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_watches_parse_or_say_what_is_wrong() {
+        assert_eq!(parse_watches("off"), Ok(Vec::new()));
+        assert_eq!(parse_watches("deployed"), Ok(probe::default_watch()));
+        let mut both = probe::default_watch();
+        both.push(probe::Watch::default());
+        assert_eq!(parse_watches(" deployed ; on "), Ok(both));
+        assert_eq!(
+            parse_watches("1.3,8000,30,arc,maxloss=0.005,drained=1.5"),
+            Ok(vec![probe::Watch::held_queue()])
+        );
+        let err = parse_watches("deployed;1.3,8000,30").unwrap_err();
+        assert!(err.contains("expected"), "{err}");
+    }
 
     #[test]
     fn handover_values_name_candidates_or_say_why_not() {

@@ -120,6 +120,10 @@ pub trait SelectionPolicy: Send {
     fn hysteresis(&self) -> Option<HysteresisConfig> {
         None
     }
+    /// The selector detected a longer path and re-seated the active candidate on the new RTT
+    /// floor `floor_us` ([`crate::path_change`]). A policy that keeps its own RTT floor resets
+    /// it here (the default keeps nothing).
+    fn path_changed(&mut self, _floor_us: u64) {}
 }
 
 /// The index of the highest of `scores`, `current` on ties with it (and when `scores` is empty

@@ -451,6 +451,7 @@ impl<I: Ipc> SelectorFlow<I> {
             return;
         }
         self.hysteresis.restart(now_us);
+        self.policy.path_changed(floor_us);
         self.log.path_changes.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             sock = self.sock_id,

@@ -5,8 +5,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use ccp_algorithms::{CopaConfig, CubicConfig, DynAlgorithmConfig};
 use ccp_datapath::netem::PathChange as Phase;
@@ -15,7 +15,10 @@ use ccp_datapath::sim::{
     FlowSpec, LinkRate, LinkSpec, LockstepAgent, Scheme, SimConfig, SimResult, Simulation,
 };
 use ccp_selector::policy::FlowContext;
-use ccp_selector::{EventKind, PathChangeConfig, Selector, SelectorLog, StaticPolicy};
+use ccp_selector::{
+    Decision, EventKind, Features, PathChangeConfig, SelectionPolicy, Selector, SelectorLog,
+    StaticPolicy,
+};
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000 * MS;
@@ -138,6 +141,36 @@ fn copa_is_reseated_within_a_second_of_an_rtt_step_and_runs_at_the_new_rate() {
             .collect::<Vec<_>>()
     };
     assert_eq!(delivered(&blind), delivered(&seen));
+}
+
+/// Stays on Copa and records the floors the selector tells it of.
+struct Told(Arc<Mutex<Vec<u64>>>);
+
+impl SelectionPolicy for Told {
+    fn name(&self) -> &'static str {
+        "told"
+    }
+    fn decide(&mut self, _: &Features<'_>) -> Decision {
+        Decision::Stay
+    }
+    fn path_changed(&mut self, floor_us: u64) {
+        self.0.lock().unwrap().push(floor_us);
+    }
+}
+
+#[test]
+fn the_policy_is_told_the_new_floor_when_the_candidate_is_reseated() {
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let sink = told.clone();
+    let sel = Selector::new(
+        vec![Box::new(CopaConfig::default()) as Box<dyn DynAlgorithmConfig>],
+        Arc::new(move |_: &FlowContext<'_>| Box::new(Told(sink.clone())) as _),
+    )
+    .with_path_change(Some(PathChangeConfig::default()));
+    let (_, log) = run(sel, 20, 20_000_000, 20, 1.0, longer_path());
+    let changes = path_changes(&log);
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(*told.lock().unwrap(), vec![changes[0].1]);
 }
 
 #[test]

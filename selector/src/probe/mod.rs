@@ -12,8 +12,9 @@
 //! delay-sensitive flows start on Vegas and move to Copa at the probe's end instead
 //! ([`Handover`], [`default_handovers`]; without those two candidates they keep their start,
 //! [`SWITCHING_MODES`]). A default-mode flow that kept
-//! its start runs the competition watch ([`watch`]) for the rest of the flow and moves once to
-//! BBR when its queue stays up and overflows. So the policy swaps at most once per flow (twice
+//! its start runs the competition watches ([`watch`]) for the rest of the flow and moves once:
+//! to BBR when its queue stays up and overflows, to ARC when a queue that was up at the probe's
+//! end stays up for 8 s without losses. So the policy swaps at most once per flow (twice
 //! only under a default-mode hand-over, which the deployed policy has not), and not at all in
 //! a flow that ends within its probe. A flow to a destination whose last probing flow moved
 //! over a standing queue starts on that move's candidate instead and keeps it, without a
@@ -83,12 +84,15 @@ pub fn default_trial() -> Option<Trial> {
     None
 }
 
-/// The competition watch deployed flows run after the probe ([`watch`]): a queue that stays up
-/// and overflows moves the flow to BBR ([`Watch::overflowing_queue`]). On `selection-train` it
-/// gained 0.0035 per flow and on `selection-bench` (validation) 0.014 (competition +0.092);
-/// the queue-only watch ([`Watch::default`]) lost on both (`docs/selector.md`).
-pub fn default_watch() -> Option<Watch> {
-    Some(Watch::overflowing_queue())
+/// The competition watches deployed flows run after the probe ([`watch`]), the first to fire
+/// moving the flow: a queue that stays up and overflows moves it to BBR
+/// ([`Watch::overflowing_queue`]; on `selection-train` +0.0035 per flow, on `selection-bench`
+/// +0.014, competition +0.092), a queue held for 8 s without losses to ARC
+/// ([`Watch::held_queue`], for flows whose probe ended over a standing queue; +0.0081 per
+/// condition on the three validation sets, +0.0108 on `selection-train`). The queue-only watch
+/// to BBR ([`Watch::default`]) lost on both (`docs/selector.md`).
+pub fn default_watch() -> Vec<Watch> {
+    vec![Watch::overflowing_queue(), Watch::held_queue()]
 }
 
 /// A preference mode's start-up hand-over: flows of `mode` probe the path on `start` and move
@@ -259,8 +263,9 @@ pub enum ProbeChoice {
         /// at the probe's end.
         trial: Option<Trial>,
         /// After the probe, move a default-mode flow that stayed on its start when a queue
-        /// never drains ([`watch`]); `None`: the probe's choice is final.
-        watch: Option<Watch>,
+        /// never drains ([`watch`]); the first watch to fire moves it. None: the probe's
+        /// choice is final.
+        watches: Vec<Watch>,
         /// Modes whose flows start on a fixed candidate and move to another at the probe's
         /// end instead of asking the models ([`Handover`]; the first for a mode counts).
         handovers: Vec<Handover>,
@@ -407,7 +412,7 @@ impl Probe {
             window,
             stats: ProbeStats::new(ctx.mss_bytes),
             chosen: remembered,
-            watcher: None,
+            watchers: Vec::new(),
             afresh_to: None,
             stage: None,
             features: Vec::new(),
@@ -442,8 +447,8 @@ pub struct ProbePolicy {
     window: ProbeWindow,
     stats: ProbeStats,
     chosen: Option<usize>,
-    /// The competition watch and its target's index, until it fires.
-    watcher: Option<(Watcher, usize)>,
+    /// The competition watches and their targets' indices, until one fires.
+    watchers: Vec<(Watcher, usize)>,
     /// The watch's target once it fired with a move made afresh.
     afresh_to: Option<usize>,
     stage: Option<trial::Stage>,
@@ -488,20 +493,30 @@ impl ProbePolicy {
             .map_or((None, None), |s| s.scores(self.mode))
     }
 
-    /// Starts the competition watch when the flow keeps its start candidate in the default
-    /// mode and the policy has a watch.
+    /// Starts the competition watches when the flow keeps its start candidate in the default
+    /// mode and the policy has watches.
     fn start_watch(&mut self, chosen: usize) {
-        if let ProbeChoice::Predict { watch: Some(w), .. } = &self.choice
-            && chosen == self.forced.unwrap_or(self.initial)
-            && self.mode == Mode::Default
-            && let Some(target) = self.names.iter().position(|n| *n == w.target)
-            && target != chosen
-        {
-            self.watcher = Some((
-                Watcher::new(w.clone(), self.stats.min_rtt_us(), self.stats.mss_bytes()),
-                target,
-            ));
+        let ProbeChoice::Predict { watches, .. } = &self.choice else {
+            return;
+        };
+        if chosen != self.forced.unwrap_or(self.initial) || self.mode != Mode::Default {
+            return;
         }
+        let drained = self.drained();
+        self.watchers = watches
+            .iter()
+            .filter(|w| w.applies(drained))
+            .filter_map(|w| {
+                let target = self.names.iter().position(|n| *n == w.target)?;
+                (target != chosen).then(|| {
+                    let min_rtt_us = self.stats.min_rtt_us();
+                    (
+                        Watcher::new(w.clone(), min_rtt_us, self.stats.mss_bytes()),
+                        target,
+                    )
+                })
+            })
+            .collect();
     }
 
     /// Whether this flow defers its choice to the later models: a default-mode flow of a
@@ -547,22 +562,25 @@ impl ProbePolicy {
         let (c, _) = self.choose_with(Some(&models), &x, chosen, f.now_us);
         if c != chosen {
             self.keep(c, self.drained());
-            self.watcher = None;
+            self.watchers.clear();
         }
         c
     }
 
-    /// The candidate for good once chosen: `chosen`, or the watch's target once it fired.
+    /// The candidate for good once chosen: `chosen`, or the target of the first watch that
+    /// fired (every watch sees every report, so each keeps its own window).
     fn watched(&mut self, chosen: usize, f: &Features<'_>) -> usize {
-        let Some((w, target)) = self.watcher.as_mut() else {
+        let mut fired = None;
+        for (w, target) in &mut self.watchers {
+            if w.push(f.measurement, f.now_us) && fired.is_none() {
+                fired = Some((*target, w.afresh()));
+            }
+        }
+        let Some((target, afresh)) = fired else {
             return chosen;
         };
-        if !w.push(f.measurement, f.now_us) {
-            return chosen;
-        }
-        let target = *target;
-        self.afresh_to = w.afresh().then_some(target);
-        self.watcher = None;
+        self.afresh_to = afresh.then_some(target);
+        self.watchers.clear();
         self.keep(target, f64::INFINITY);
         target
     }
@@ -661,6 +679,15 @@ impl SelectionPolicy for ProbePolicy {
 
     fn initial(&self) -> usize {
         self.initial
+    }
+
+    /// The watches start over on the new floor: a queue they saw over the old one was the
+    /// longer path.
+    fn path_changed(&mut self, floor_us: u64) {
+        let mss_bytes = self.stats.mss_bytes();
+        for (w, _) in &mut self.watchers {
+            w.restart(floor_us, mss_bytes);
+        }
     }
 
     fn decide(&mut self, f: &Features<'_>) -> Decision {

@@ -26,7 +26,7 @@ macro_rules! predict {
             models: $models,
             margin: DEFAULT_MARGIN,
             trial: None,
-            watch: None,
+            watches: Vec::new(),
             handovers: Vec::new(),
             later: None,
             gates: Vec::new(),
@@ -695,18 +695,74 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
     assert_eq!(p.chosen(), Some(1));
 }
 
-/// A steady 50-ms path for 2 s (the probe keeps bbr), then a competitor's queue holds every RTT
-/// at 100 ms; every report acknowledges 62,500 bytes (43 packets) and loses `lost_pkts`.
-/// Returns the watch's move: (report, candidate, afresh).
-fn feed_queue(p: &mut ProbePolicy, lost_pkts: u64) -> Option<(u64, usize, bool)> {
-    let rtt = |i: u64| if i <= 40 { 50_000 } else { 100_000 };
+#[test]
+fn a_path_change_starts_the_watch_over_on_the_new_floor() {
+    // The held-queue watch to Vegas; at report 41 the path becomes 100 ms long and the selector
+    // says so: the watch measures against the new floor and never fires.
+    let probe = watching(Watch {
+        target: "vegas".into(),
+        min_drained: 0.0,
+        ..Watch::held_queue()
+    });
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     let mut current = p.initial();
-    let mut moved = None;
-    for i in 1..=200 {
+    for i in 1..=400 {
+        let rtt = if i <= 40 { 50_000 } else { 100_000 };
+        if i == 41 {
+            p.path_changed(rtt);
+        }
         let m = Measurement {
             now_us: 50_000 * i,
             acked_bytes: 62_500,
-            lost_pkts: if i > 40 { lost_pkts } else { 0 },
+            rtt_us: rtt,
+            min_rtt_us: rtt,
+            ..Measurement::default()
+        };
+        let d = p.decide(&Features {
+            measurement: &m,
+            current,
+            candidates: &NAMES,
+            now_us: m.now_us,
+            srtt_us: rtt,
+            reports: i,
+        });
+        assert!(!matches!(d, Decision::SwitchTo(2)), "moved at report {i}");
+        if let Decision::SwitchTo(k) = d {
+            current = k;
+        }
+    }
+    // Not told, it moves at report 201 (`the_deployed_watches_tell_...`).
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue_for(&mut p, 0, 400), Some((201, 2, true)));
+}
+
+/// A steady 50-ms path for 2 s (the probe keeps bbr), then a competitor's queue holds every RTT
+/// at 100 ms; every report (50 ms apart) acknowledges 62,500 bytes (43 packets) and loses
+/// `lost_pkts`. Returns the watch's move: (report, candidate, afresh).
+fn feed_queue(p: &mut ProbePolicy, lost_pkts: u64) -> Option<(u64, usize, bool)> {
+    feed_queue_for(p, lost_pkts, 200)
+}
+
+/// [`feed_queue`] over `reports` reports.
+fn feed_queue_for(p: &mut ProbePolicy, lost_pkts: u64, reports: u64) -> Option<(u64, usize, bool)> {
+    feed_queue_after(p, lost_pkts, reports, 40)
+}
+
+/// [`feed_queue_for`] with the queue rising after report `rise` instead of 40.
+fn feed_queue_after(
+    p: &mut ProbePolicy,
+    lost_pkts: u64,
+    reports: u64,
+    rise: u64,
+) -> Option<(u64, usize, bool)> {
+    let rtt = |i: u64| if i <= rise { 50_000 } else { 100_000 };
+    let mut current = p.initial();
+    let mut moved = None;
+    for i in 1..=reports {
+        let m = Measurement {
+            now_us: 50_000 * i,
+            acked_bytes: 62_500,
+            lost_pkts: if i > rise { lost_pkts } else { 0 },
             rtt_us: rtt(i),
             min_rtt_us: rtt(i),
             ..Measurement::default()
@@ -730,7 +786,7 @@ fn feed_queue(p: &mut ProbePolicy, lost_pkts: u64) -> Option<(u64, usize, bool)>
 
 fn watching(watch: Watch) -> Arc<Probe> {
     Probe::new(
-        predict!(one_second_models(), watch: Some(watch)),
+        predict!(one_second_models(), watches: vec![watch]),
         HashMap::from([(5001, Mode::Delay)]),
     )
 }
@@ -756,7 +812,7 @@ fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
 
 #[test]
 fn the_deployed_watch_moves_only_when_the_queue_also_overflows() {
-    assert_eq!(default_watch(), Some(Watch::overflowing_queue()));
+    assert_eq!(default_watch()[0], Watch::overflowing_queue());
     let probe = watching(Watch {
         target: "copa".into(),
         ..Watch::overflowing_queue()
@@ -770,6 +826,55 @@ fn the_deployed_watch_moves_only_when_the_queue_also_overflows() {
         let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
         assert_eq!(feed_queue(&mut p, lost), None, "{lost} lost a report");
     }
+}
+
+#[test]
+fn the_deployed_watches_tell_an_overflowing_queue_from_a_held_one() {
+    assert_eq!(
+        default_watch(),
+        vec![Watch::overflowing_queue(), Watch::held_queue()]
+    );
+    // The two deployed watches, with targets among the test's candidates: BBR for the
+    // overflowing queue, Vegas for the held one (whose probe test is left out first: this
+    // path's queue drained during the probe).
+    let probe = Probe::new(
+        predict!(
+            one_second_models(),
+            watches: vec![
+                Watch {
+                    target: "bbr".into(),
+                    ..Watch::overflowing_queue()
+                },
+                Watch {
+                    target: "vegas".into(),
+                    min_drained: 0.0,
+                    ..Watch::held_queue()
+                },
+            ],
+        ),
+        HashMap::new(),
+    );
+    // The flow keeps bbr at the probe's end (the test's models), so the overflowing watch's
+    // target is its own candidate and only the held-queue watch runs. The queue rises at
+    // report 41 (2.05 s); held without losses, the move comes 8 s later, at report 201.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue_for(&mut p, 0, 400), Some((201, 2, true)));
+    // The same queue losing 1 packet of 44 a report (2.3 %) is neither held nor overflowing.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue_for(&mut p, 1, 400), None);
+    // With the deployed probe test the held-queue watch never starts here: the queue came
+    // after the probe, which saw it drain.
+    let gated = watching(Watch {
+        target: "vegas".into(),
+        ..Watch::held_queue()
+    });
+    let mut p = gated.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue_for(&mut p, 0, 400), None);
+    // A queue there from report 11 (0.55 s) on, through the probe's last RTTs: the watch
+    // starts once the probe has ended (the first report 1 s after the flow's first, report
+    // 21; it counts from the next) and moves the flow 8 s later.
+    let mut p = gated.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue_after(&mut p, 0, 400, 10), Some((182, 2, true)));
 }
 
 /// Models whose window ends after 2 s, trained on flows where a switch to Vegas gains 0.3
@@ -847,10 +952,10 @@ fn the_watch_and_the_later_choice_the_first_to_come_decides() {
         Probe::new(
             predict!(
                 one_second_models(),
-                watch: Some(Watch {
+                watches: vec![Watch {
                     target: "copa".into(),
                     ..Watch::default()
-                }),
+                }],
                 later: Some(later_models(later_ms)),
             ),
             HashMap::new(),

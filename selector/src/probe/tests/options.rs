@@ -285,9 +285,9 @@ fn drain_specs_parse_or_say_why_not() {
 
 /// A probe over [`one_second_models`] with the path memory `memory` (and the watch `watch`);
 /// port 5001 is delay-sensitive.
-fn remembering(memory: Memory, watch: Option<Watch>) -> Arc<Probe> {
+fn remembering(memory: Memory, watches: Vec<Watch>) -> Arc<Probe> {
     Probe::with_options(
-        predict!(one_second_models(), watch: watch),
+        predict!(one_second_models(), watches: watches),
         HashMap::from([(5001, Mode::Delay)]),
         ProbeOptions {
             delegate: None,
@@ -303,7 +303,7 @@ fn a_flow_starts_on_its_destinations_last_verdict_and_every_fourth_probes_again(
         agree: 1,
         ..Memory::default()
     };
-    let probe = remembering(any_queue, None);
+    let probe = remembering(any_queue, Vec::new());
     // Flow 0 probes on its start (bbr) and moves to Copa on a variable delivery rate.
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     assert!(!p.remembered());
@@ -348,7 +348,7 @@ fn the_deployed_memory_uses_only_verdicts_made_over_a_standing_queue() {
     assert!((deployed.min_drained - 1.5).abs() < 1e-12);
     // The probe's move to Copa on a path whose RTT stayed at its floor (drained 1.0): the
     // next flow probes.
-    let probe = remembering(deployed, None);
+    let probe = remembering(deployed, Vec::new());
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     let mut current = p.initial();
     assert_eq!(
@@ -366,7 +366,7 @@ fn the_deployed_memory_uses_only_verdicts_made_over_a_standing_queue() {
         target: "copa".into(),
         ..Watch::default()
     };
-    let probe = remembering(deployed, Some(watch));
+    let probe = remembering(deployed, vec![watch]);
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     assert_eq!(feed_queue(&mut p, 0), Some((101, 1, true)));
     let p = probe.policy(&FlowContext::for_candidates(&NAMES));
