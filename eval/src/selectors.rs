@@ -348,7 +348,8 @@ fn option_from_env<T>(
 
 /// The queue gates `selector-probe` flows pass: `$CCP_PROBE_GATE` = `off` (none) or
 /// comma-separated specs of [`probe::QueueGate::parse`] (`<candidate>:<ratio>`, e.g.
-/// `arc:1.3`), else [`probe::default_gates`]. A value that cannot be used is reported and
+/// `arc:1.3`, or `<candidate>:loss=<per kpkt>`, e.g. `bbr:loss=50`), else
+/// [`probe::default_gates`]. A value that cannot be used is reported and
 /// ignored.
 pub fn probe_gates() -> Vec<probe::QueueGate> {
     specs_from_env("CCP_PROBE_GATE", gates_from, probe::default_gates)

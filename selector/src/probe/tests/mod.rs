@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use ccp_algorithms::Measurement;
 
-use super::features::{FEATURE_SCHEMA_VERSION, MIN_RTT, RATE_MAX, RTT_RATIO_LAST};
+use super::features::{FEATURE_SCHEMA_VERSION, LOSS, MIN_RTT, RATE_MAX, RTT_RATIO_LAST};
 use super::*;
 
 const NAMES: [&str; 3] = ["bbr", "copa", "vegas"];
@@ -514,14 +514,23 @@ fn a_gated_candidate_needs_a_queue_that_never_drained() {
     assert_eq!(FEATURE_NAMES[DRAINED], "rtt_ratio_drained");
     // The variable path on which a flow moves to Copa (+0.3 predicted): its queue drains
     // (the RTT is at its floor), so a gate on Copa at 1.3 keeps the flow on its start (the
-    // next best, Vegas, is predicted to lose), and one at 1.0 or on Vegas does not.
-    for (gate, moves) in [("copa:1.3", false), ("copa:1", true), ("vegas:1.3", true)] {
+    // next best, Vegas, is predicted to lose), and one at 1.0 or on Vegas does not. Nothing is
+    // lost on it, so a loss gate on Copa keeps the flow too.
+    assert_eq!(FEATURE_NAMES[LOSS], "loss_per_kpkt");
+    for (gate, moves) in [
+        ("copa:1.3", false),
+        ("copa:1", true),
+        ("vegas:1.3", true),
+        ("copa:loss=30", false),
+        ("vegas:loss=30", true),
+    ] {
         let probe = gated(vec![QueueGate::parse(gate).unwrap()]);
         let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
         let mut current = p.initial();
         let d = run(&mut p, &mut current, 40, 0.5);
         let e = p.explain().unwrap();
         assert!((e.features[DRAINED] - 1.0).abs() < 1e-9, "{:?}", e.features);
+        assert!(e.features[LOSS].abs() < 1e-9, "{:?}", e.features);
         assert_eq!(d.contains(&Decision::SwitchTo(1)), moves, "{gate}: {d:?}");
         assert_eq!(current, usize::from(moves), "{gate}");
         assert!(e.scores[1] > 0.2, "Copa still scored: {:?}", e.scores);
@@ -535,10 +544,30 @@ fn queue_gate_specs_parse_or_say_why_not() {
         Ok(QueueGate {
             candidate: "arc".into(),
             min_drained: 1.3,
+            min_loss_per_kpkt: 0.0,
+        })
+    );
+    assert_eq!(
+        QueueGate::parse("bbr: loss=30"),
+        Ok(QueueGate {
+            candidate: "bbr".into(),
+            min_drained: 0.0,
+            min_loss_per_kpkt: 30.0,
         })
     );
     for bad in [
-        "arc", "arc:", ":1.3", "arc:x", "arc:0.5", "arc:inf", "arc:NaN",
+        "arc",
+        "arc:",
+        ":1.3",
+        "arc:x",
+        "arc:0.5",
+        "arc:inf",
+        "arc:NaN",
+        "bbr:loss=0",
+        "bbr:loss=x",
+        "bbr:loss=-3",
+        "bbr:loss=inf",
+        ":loss=30",
     ] {
         let e = QueueGate::parse(bad).unwrap_err();
         assert!(e.contains("not <candidate>:<ratio>"), "{bad}: {e}");
@@ -705,32 +734,7 @@ fn a_path_change_starts_the_watch_over_on_the_new_floor() {
         ..Watch::held_queue()
     });
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
-    let mut current = p.initial();
-    for i in 1..=400 {
-        let rtt = if i <= 40 { 50_000 } else { 100_000 };
-        if i == 41 {
-            p.path_changed(rtt);
-        }
-        let m = Measurement {
-            now_us: 50_000 * i,
-            acked_bytes: 62_500,
-            rtt_us: rtt,
-            min_rtt_us: rtt,
-            ..Measurement::default()
-        };
-        let d = p.decide(&Features {
-            measurement: &m,
-            current,
-            candidates: &NAMES,
-            now_us: m.now_us,
-            srtt_us: rtt,
-            reports: i,
-        });
-        assert!(!matches!(d, Decision::SwitchTo(2)), "moved at report {i}");
-        if let Decision::SwitchTo(k) = d {
-            current = k;
-        }
-    }
+    assert_eq!(feed_queue_with(&mut p, 0, 400, 40, true), None);
     // Not told, it moves at report 201 (`the_deployed_watches_tell_...`).
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
     assert_eq!(feed_queue_for(&mut p, 0, 400), Some((201, 2, true)));
@@ -755,10 +759,25 @@ fn feed_queue_after(
     reports: u64,
     rise: u64,
 ) -> Option<(u64, usize, bool)> {
+    feed_queue_with(p, lost_pkts, reports, rise, false)
+}
+
+/// [`feed_queue_after`]; with `path_change` the rise is a longer path, and the policy is told
+/// so (as the selector's detector would) when it comes.
+fn feed_queue_with(
+    p: &mut ProbePolicy,
+    lost_pkts: u64,
+    reports: u64,
+    rise: u64,
+    path_change: bool,
+) -> Option<(u64, usize, bool)> {
     let rtt = |i: u64| if i <= rise { 50_000 } else { 100_000 };
     let mut current = p.initial();
     let mut moved = None;
     for i in 1..=reports {
+        if path_change && i == rise + 1 {
+            p.path_changed(rtt(i));
+        }
         let m = Measurement {
             now_us: 50_000 * i,
             acked_bytes: 62_500,
