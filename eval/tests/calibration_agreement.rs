@@ -1,10 +1,9 @@
 //! The simulator against the kernel runs it is calibrated on (`eval/kernel-runs/`,
 //! `docs/calibration/loss-and-recovery.md`, "third pass"): `calibrate-tcp` through the
 //! simulator, compared cell by cell with the kernel's rows by `ccp-eval agree`'s rule
-//! (utilization within 5 %, p95 srtt
-//! within 10 %, means over seeds 1 and 2). The simulator is deterministic, so the counts are
-//! exact: a change to the simulator or to the algorithms that takes a cell out of bounds fails
-//! here, with the cells that miss.
+//! (utilization within 5 %, p95 srtt within 10 %, means over seeds 1 and 2). The simulator is
+//! deterministic, so the counts are exact: a change to the simulator or to the algorithms that
+//! takes a cell out of bounds fails here, with the cells that miss.
 
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -42,7 +41,8 @@ fn the_simulator_stays_within_bounds_of_the_kernel_in_70_of_80_cells_and_10_of_1
     let lossy = cells.iter().filter(|c| c.loss > 0.0).filter(both).count();
     let clean = cells.iter().filter(|c| c.loss == 0.0).filter(both).count();
     let misses = outside_bounds(&cells);
-    // docs/calibration/loss-and-recovery.md, third pass: 36 loss-free and 36 lossy cells within both bounds;
+    // docs/calibration/loss-and-recovery.md, third pass: 36 loss-free and 36 lossy cells
+    // within both bounds;
     // since SACK compression ("SACK compression", 2026-11-29): 36 and 34 (two lossy CCP Reno
     // cells left the utilization bound by under a point, -5.6 and -5.8 %, a loss-free CCP BBR
     // cell the p95 bound, +10.5 %, and a loss-free native-reno cell came in, +29.6 -> +1.6 %).

@@ -248,13 +248,13 @@ impl Selector {
     }
 
     /// Reads the destination addresses of new flows as network-order bytes in a native
-    /// `u32` (ccp-kernel's `inet_daddr` on a little-endian machine) when `network`, else as
+    /// `u32` (ccp-kernel's `inet_daddr`) when `network`, else as
     /// host-order integers (this project's datapaths, the default). Policies see host order
     /// ([`FlowContext::dst_ip`]), so a /24 is the address's first three octets.
     #[must_use]
     pub fn with_network_order_ips(mut self, network: bool) -> Self {
         self.decode_ip = if network {
-            |v| u32::from_be_bytes(v.to_le_bytes())
+            |v| u32::from_be_bytes(v.to_ne_bytes())
         } else {
             std::convert::identity
         };

@@ -531,19 +531,17 @@ impl ProbePolicy {
         if chosen != self.forced.unwrap_or(self.initial) || self.mode != Mode::Default {
             return;
         }
-        let drained = self.drained();
+        let (drained, min_rtt_us, mss_bytes) = (
+            self.drained(),
+            self.stats.min_rtt_us(),
+            self.stats.mss_bytes(),
+        );
         self.watchers = watches
             .iter()
             .filter(|w| w.applies(drained))
             .filter_map(|w| {
                 let target = self.names.iter().position(|n| *n == w.target)?;
-                (target != chosen).then(|| {
-                    let min_rtt_us = self.stats.min_rtt_us();
-                    (
-                        Watcher::new(w.clone(), min_rtt_us, self.stats.mss_bytes()),
-                        target,
-                    )
-                })
+                (target != chosen).then(|| (Watcher::new(w.clone(), min_rtt_us, mss_bytes), target))
             })
             .collect();
     }
@@ -713,9 +711,8 @@ impl SelectionPolicy for ProbePolicy {
     /// The watches start over on the new floor: a queue they saw over the old one was the
     /// longer path.
     fn path_changed(&mut self, floor_us: u64) {
-        let mss_bytes = self.stats.mss_bytes();
         for (w, _) in &mut self.watchers {
-            w.restart(floor_us, mss_bytes);
+            w.restart(floor_us);
         }
     }
 

@@ -283,9 +283,9 @@ impl Watcher {
 
     /// Starts the watch over on a new RTT floor (the path changed): what it saw so far was
     /// measured against the old one. A fired watch stays fired.
-    pub fn restart(&mut self, min_rtt_us: u64, mss_bytes: u64) {
+    pub fn restart(&mut self, min_rtt_us: u64) {
         if !self.fired {
-            *self = Self::new(self.watch.clone(), min_rtt_us, mss_bytes);
+            *self = Self::new(self.watch.clone(), min_rtt_us, self.mss_bytes);
         }
     }
 
@@ -520,7 +520,7 @@ mod tests {
         let mut t = 0;
         while t <= 20_000_000 {
             if t == 1_000_000 {
-                w.restart(40_000, 1_448);
+                w.restart(40_000);
             }
             assert!(!w.push(&report(40_000), t), "fired at {t} us");
             t += 20_000;
