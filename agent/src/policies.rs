@@ -232,7 +232,8 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     use ccp_selector::probe::{
         DEFAULT_MARGIN, Probe, ProbeChoice, ProbeModels, ProbeOptions, default_drain,
-        default_gates, default_handovers, default_memory, default_trial, default_watch,
+        default_gates, default_handovers, default_memory, default_rules, default_trial,
+        default_watch,
     };
     let load = |dir: &std::path::Path| {
         ProbeModels::load(dir).map_err(|e| model_error("probe", e.to_string()))
@@ -253,6 +254,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             handovers: default_handovers(),
             later,
             gates: default_gates(),
+            rules: default_rules(),
         },
         modes(ctx.preferences),
         ProbeOptions {

@@ -20,7 +20,8 @@ The JSON argument:
   address        Ray cluster address, or null for a local cluster of `local_cpus` CPUs
   local_cpus     CPUs of the local cluster
   run_args       extra `ccp-eval run` arguments (`--seed`, `--schemes`, `--jobs`)
-  shards_dir     where the driver writes `<i>/results.csv`, `series.csv`, `swaps.csv`
+  shards_dir     where the driver writes `<i>/results.csv`, `series.csv`, `swaps.csv`,
+                 `decisions.csv`
   kill_marker    tests only: the first attempt of shard 0 creates this file and then dies
                  (SIGKILL, with its `ccp-eval` child) mid-shard, to show the retry; null
 """
@@ -37,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-FILES = ("results.csv", "series.csv", "swaps.csv")
+FILES = ("results.csv", "series.csv", "swaps.csv", "decisions.csv")
 # `ccp-eval run` exit codes: 0 all runs ok, 1 some runs failed (their rows say why), 2 bad input.
 RUN_OK = (0, 1)
 

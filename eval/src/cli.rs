@@ -37,9 +37,9 @@ enum Command {
         /// Built-in scenario name or path to a scenario file.
         scenario: String,
         /// Output directory. The files ccp-eval writes (results.csv, series.csv, summary.json,
-        /// report.md, swaps.csv, selector.md, plots/*.svg, and iw-web's tables and plots) are
-        /// removed from it first, so nothing of an earlier run stays; other files are left
-        /// alone.
+        /// report.md, swaps.csv, decisions.csv, selector.md, plots/*.svg, and iw-web's tables
+        /// and plots) are removed from it first, so nothing of an earlier run stays; other
+        /// files are left alone.
         #[arg(long)]
         out: PathBuf,
         /// Worker threads (default: one per core).
@@ -99,8 +99,8 @@ enum Command {
         dirs: Vec<PathBuf>,
         /// Where to write the merged results and report. The files ccp-eval writes are
         /// removed from it first (when it is one of the input directories, the run's
-        /// swaps.csv, selector.md and plots/cca_*.svg stay); other files are left alone. A
-        /// results.csv that is cut off or does not parse is an error (exit 2).
+        /// swaps.csv, decisions.csv, selector.md and plots/cca_*.svg stay); other files are
+        /// left alone. A results.csv that is cut off or does not parse is an error (exit 2).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -646,6 +646,11 @@ fn run(
         && let Err(e) = write_choices(out, &scenario, &output.rows, &output.swaps)
     {
         return fail(1, &e);
+    }
+    if !output.decisions.is_empty()
+        && let Err(e) = results::write_csv(&out.join("decisions.csv"), &output.decisions)
+    {
+        return fail(1, &e.to_string());
     }
     println!("report: {}", out.join("report.md").display());
     if output.failed > 0 {

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 /// Files directly in an output directory that the harness writes: `run` (results, series,
-/// report, summary, the selector's swaps and time shares, and the temporary files results go
+/// report, summary, the selector's swaps, explained decisions and time shares, and the temporary files results go
 /// through) and `run iw-web` (its own tables, plots and report).
 pub const FILES: &[&str] = &[
     "results.csv",
@@ -19,6 +19,7 @@ pub const FILES: &[&str] = &[
     "summary.json",
     "report.md",
     "swaps.csv",
+    "decisions.csv",
     "selector.md",
     ".results.csv.tmp",
     ".series.csv.tmp",
@@ -32,9 +33,9 @@ pub const FILES: &[&str] = &[
 /// The plot directory inside an output directory; its `*.svg` files are the harness's.
 pub const PLOTS: &str = "plots";
 
-/// What a run leaves that `report` does not rewrite: the selector's swaps, its time shares and
-/// its per-condition plots (`plots/cca_*.svg`).
-const RUN_ONLY: &[&str] = &["swaps.csv", "selector.md"];
+/// What a run leaves that `report` does not rewrite: the selector's swaps, its explained
+/// decisions, its time shares and its per-condition plots (`plots/cca_*.svg`).
+const RUN_ONLY: &[&str] = &["swaps.csv", "decisions.csv", "selector.md"];
 
 /// Which owned files to remove.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

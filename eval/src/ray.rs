@@ -6,14 +6,14 @@
 //! per shard, each running `ccp-eval run ... --shard i/n --jobs 1` on a worker and sending
 //! back its CSV files; a worker that dies is retried by Ray. The shards' rows are then put
 //! back in plan order ([`merge`]), every planned run exactly once, so `results.csv`,
-//! `series.csv`, `swaps.csv` and the report are byte for byte those of a local run
-//! (`eval/tests/ray.rs`). `docs/scale.md` says how to point it at a real cluster.
+//! `series.csv`, `swaps.csv`, `decisions.csv` and the report are byte for byte those of a
+//! local run (`eval/tests/ray.rs`). `docs/scale.md` says how to point it at a real cluster.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::results::{self, FlowRow, SeriesRow, SwapRow};
+use crate::results::{self, DecisionRow, FlowRow, SeriesRow, SwapRow};
 use crate::runner::{Job, RunOutput};
 use crate::scenario::Scenario;
 
@@ -163,6 +163,7 @@ pub fn merge(
     let mut rows: Vec<(usize, FlowRow)> = Vec::new();
     let mut series: Vec<(usize, SeriesRow)> = Vec::new();
     let mut swaps: Vec<(usize, SwapRow)> = Vec::new();
+    let mut decisions: Vec<(usize, DecisionRow)> = Vec::new();
     let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
     for (shard, dir) in shard_dirs.iter().enumerate() {
         let path = dir.join("results.csv");
@@ -191,6 +192,15 @@ pub fn merge(
                 swaps.push((locate(&s.condition, &s.scheme, s.seed, shard, "a swap")?, s));
             }
         }
+        let path = dir.join("decisions.csv");
+        if path.is_file() {
+            for d in results::read_csv::<DecisionRow>(&path).map_err(|e| e.to_string())? {
+                decisions.push((
+                    locate(&d.condition, &d.scheme, d.seed, shard, "a decision")?,
+                    d,
+                ));
+            }
+        }
     }
     let mut has_rows = vec![false; plan.len()];
     let mut failed = vec![false; plan.len()];
@@ -208,10 +218,12 @@ pub fn merge(
     rows.sort_by_key(|(i, _)| *i);
     series.sort_by_key(|(i, _)| *i);
     swaps.sort_by_key(|(i, _)| *i);
+    decisions.sort_by_key(|(i, _)| *i);
     Ok(RunOutput {
         rows: rows.into_iter().map(|(_, r)| r).collect(),
         series: series.into_iter().map(|(_, s)| s).collect(),
         swaps: swaps.into_iter().map(|(_, s)| s).collect(),
+        decisions: decisions.into_iter().map(|(_, d)| d).collect(),
         runs: plan.len(),
         failed: failed.iter().filter(|f| **f).count(),
         packets: 0,

@@ -145,6 +145,35 @@ pub struct SwapRow {
     pub to: String,
 }
 
+/// One explained selector decision (`decisions.csv`): what a policy saw and how it scored the
+/// candidates when it decided. Kept per flow: its first explained decision (the probe policy's
+/// choice at the probe's end) and every later one that asked for another candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRow {
+    /// Scenario name.
+    pub scenario: String,
+    /// Condition id.
+    pub condition: String,
+    /// Scheme under test.
+    pub scheme: String,
+    /// Seed.
+    pub seed: u64,
+    /// The flow's datapath socket id (flows are numbered from 1 in start order).
+    pub sock_id: u32,
+    /// Time, s.
+    pub t_s: f64,
+    /// Candidate in use.
+    pub from: String,
+    /// Candidate the decision asked for (`from` when it stays).
+    pub to: String,
+    /// The policy's features, `;`-separated in the policy's own order (the probe's:
+    /// `ccp_selector::probe::FEATURE_NAMES`).
+    pub features: String,
+    /// The policy's score per candidate, `;`-separated in candidate order (the probe's: each
+    /// candidate's predicted gain; higher is better).
+    pub scores: String,
+}
+
 /// Why results could not be read or written.
 #[derive(Debug, Error)]
 pub enum ResultsError {

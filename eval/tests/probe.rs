@@ -113,8 +113,52 @@ fn gen_data_train_and_run_selector_probe() {
         *per_flow.entry(format!("{}/{}", c[1], c[4])).or_default() += 1;
     }
     assert!(per_flow.values().all(|n| *n <= 1), "{per_flow:?}");
+    check_decisions(&out, &swaps);
 
     refuses_data_that_does_not_fit(dir.path(), &data, &models);
+}
+
+/// `decisions.csv` explains every selector flow's choice at the probe's end (the probe's
+/// features and a score per candidate) and every switch it made.
+fn check_decisions(out: &Path, swaps: &str) {
+    let text = std::fs::read_to_string(out.join("decisions.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("scenario,condition,scheme,seed,sock_id,t_s,from,to,features,scores")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let flows: BTreeSet<(&str, &str, &str)> = rows.iter().map(|r| (r[1], r[3], r[4])).collect();
+    assert_eq!(
+        flows.len(),
+        16,
+        "one explained flow per flow under test: {flows:?}"
+    );
+    for r in &rows {
+        assert_eq!(r.len(), 10, "{r:?}");
+        assert_eq!(
+            r[8].split(';').count(),
+            ccp_selector::probe::N_FEATURES,
+            "{r:?}"
+        );
+        assert_eq!(r[9].split(';').count(), 12, "a score per candidate: {r:?}");
+        let min_rtt: f64 = r[8].split(';').next().unwrap().parse().unwrap();
+        assert!(min_rtt > 0.0, "{r:?}");
+    }
+    for l in swaps.lines().skip(1) {
+        let c: Vec<&str> = l.split(',').collect();
+        if c[6] == c[7] {
+            continue; // a re-seat (a path change or the drain), not a choice
+        }
+        // (condition, seed, sock, from, to) of the swap, asked for in a decision before it.
+        assert!(
+            rows.iter().any(
+                |r| (r[1], r[3], r[4], r[6], r[7]) == (c[1], c[3], c[4], c[6], c[7])
+                    && r[5].parse::<f64>().unwrap() <= c[5].parse::<f64>().unwrap()
+            ),
+            "swap {l} has no decision"
+        );
+    }
 }
 
 /// Every (condition, seed, mode) has one row per candidate, the stay row among them, and the

@@ -8,13 +8,13 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Three conditions (one with a path change), a native, a CCP and a selector scheme, two
-/// seeds: 18 runs, series and swaps included.
+/// Three conditions (one with a path change), a native, a CCP and two selector schemes, two
+/// seeds: 24 runs, series, swaps and explained decisions included.
 const SCENARIO: &str = r#"
 name = "ray-test"
 duration_s = 4
 seeds = [1, 2]
-schemes = ["native-cubic", "bbr", "selector-rein"]
+schemes = ["native-cubic", "bbr", "selector-rein", "selector-probe"]
 series_interval_ms = 500
 
 [[conditions]]
@@ -44,6 +44,7 @@ const OUTPUTS: &[&str] = &[
     "results.csv",
     "series.csv",
     "swaps.csv",
+    "decisions.csv",
     "selector.md",
     "summary.json",
     "report.md",

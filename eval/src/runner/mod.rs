@@ -27,7 +27,7 @@ use ccp_selector::EventKind;
 use thiserror::Error;
 
 use crate::iw_web::workload::flow_size_pkts;
-use crate::results::{FlowRow, SeriesRow, SwapRow};
+use crate::results::{DecisionRow, FlowRow, SeriesRow, SwapRow};
 use crate::scenario::{Buffer, Condition, FlowGroup, Objective, RateSource, Scenario};
 use crate::selectors;
 use crate::{schemes, traces};
@@ -118,6 +118,8 @@ pub struct RunOutput {
     pub series: Vec<SeriesRow>,
     /// Every selector swap.
     pub swaps: Vec<SwapRow>,
+    /// The selectors' explained decisions ([`DecisionRow`]).
+    pub decisions: Vec<DecisionRow>,
     /// Runs done.
     pub runs: usize,
     /// Runs that failed.
@@ -233,6 +235,7 @@ pub fn run(scenario: &Scenario, jobs: &[Job], opts: &RunOptions) -> RunOutput {
         out.rows.extend(o.rows);
         out.series.extend(o.series);
         out.swaps.extend(o.swaps);
+        out.decisions.extend(o.decisions);
     }
     out
 }
@@ -248,6 +251,7 @@ struct JobOutput {
     rows: Vec<FlowRow>,
     series: Vec<SeriesRow>,
     swaps: Vec<SwapRow>,
+    decisions: Vec<DecisionRow>,
     failed: bool,
     packets: u64,
 }
@@ -297,6 +301,7 @@ fn run_job(scenario: &Scenario, job: &Job, opts: &RunOptions) -> JobOutput {
         rows,
         series: Vec::new(),
         swaps: Vec::new(),
+        decisions: Vec::new(),
         failed: true,
         packets: 0,
     }
@@ -459,8 +464,13 @@ impl Planned {
         let buffer_bytes = self.spec.link.buffer_bytes;
         let duration_ns = self.spec.duration_ns;
         let result = network.run(self.spec).map_err(|e| e.to_string())?;
-        let swaps = selectors
-            .map(|s| swap_rows(s, scenario, cond, job))
+        let (swaps, decisions) = selectors
+            .map(|s| {
+                (
+                    swap_rows(s, scenario, cond, job),
+                    decision_rows(s, scenario, cond, job),
+                )
+            })
             .unwrap_or_default();
         Ok(job_output(
             scenario,
@@ -474,7 +484,7 @@ impl Planned {
                 first_rate: &first_rate,
                 buffer_bytes,
             },
-            swaps,
+            (swaps, decisions),
             result.link_packets,
         ))
     }
@@ -564,7 +574,7 @@ fn job_output(
     cond: &Condition,
     job: &Job,
     f: &Finished<'_>,
-    swaps: Vec<SwapRow>,
+    (swaps, decisions): (Vec<SwapRow>, Vec<DecisionRow>),
     packets: u64,
 ) -> JobOutput {
     let main_tputs: Vec<f64> = f
@@ -584,6 +594,7 @@ fn job_output(
     };
     let mut out = JobOutput {
         swaps,
+        decisions,
         packets,
         ..JobOutput::default()
     };
@@ -727,6 +738,58 @@ fn swap_rows(
             t_s: e.time_us as f64 / 1e6,
             from: name(e.from),
             to: name(e.to),
+        })
+        .collect()
+}
+
+/// The run's explained selector decisions as rows: per flow its first explained decision and
+/// every later one that asked for a switch it had not just asked for ([`DecisionRow`]).
+fn decision_rows(
+    s: &selectors::RunSelectors,
+    scenario: &Scenario,
+    cond: &Condition,
+    job: &Job,
+) -> Vec<DecisionRow> {
+    let names = selectors::candidate_names();
+    let name = |i: usize| names.get(i).copied().unwrap_or("?").to_string();
+    let joined = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.6}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    };
+    // Per flow, the last switch it asked for: a policy asks again on every report until the
+    // selector makes the switch, and one row says it.
+    let mut asked: std::collections::HashMap<u32, Option<(usize, usize)>> =
+        std::collections::HashMap::new();
+    s.log
+        .events()
+        .into_iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Decision {
+                explanation: Some(x),
+            } if {
+                let ask = (e.to != e.from).then_some((e.from, e.to));
+                match asked.insert(e.sock_id, ask) {
+                    None => true,
+                    Some(last) => ask.is_some() && ask != last,
+                }
+            } =>
+            {
+                Some(DecisionRow {
+                    scenario: scenario.name.clone(),
+                    condition: cond.id.clone(),
+                    scheme: job.scheme.clone(),
+                    seed: job.seed,
+                    sock_id: e.sock_id,
+                    t_s: e.time_us as f64 / 1e6,
+                    from: name(e.from),
+                    to: name(e.to),
+                    features: joined(&x.features),
+                    scores: joined(&x.scores),
+                })
+            }
+            _ => None,
         })
         .collect()
 }

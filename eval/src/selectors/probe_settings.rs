@@ -1,6 +1,6 @@
 //! The settings of `selector-probe` that its environment variables change (`$CCP_PROBE_*`):
 //! where its models are, its margin, trial, watches, later models, hand-overs, delegate, drain,
-//! path memory and gates. Each is read when a run builds its selectors; unset, the deployed
+//! path memory, gates and rules. Each is read when a run builds its selectors; unset, the deployed
 //! policy's (`ccp_selector::probe::default_*`); a value that cannot be used is reported once
 //! and the default kept.
 
@@ -222,6 +222,35 @@ pub fn probe_gates() -> Vec<probe::QueueGate> {
     specs_from_env("CCP_PROBE_GATE", gates_from, probe::default_gates)
 }
 
+/// The rules `selector-probe` flows follow: `$CCP_PROBE_RULES` = `off` (none) or
+/// `;`-separated specs of [`probe::ProbeRule::parse`] (e.g.
+/// `reno:rtt_ratio_drained=1.05..1.45,loss_per_kpkt=0.3..40,rtt_cv=..0.2`), else
+/// [`probe::default_rules`]. A value that cannot be used is reported and ignored.
+pub fn probe_rules() -> Vec<probe::ProbeRule> {
+    specs_from_env("CCP_PROBE_RULES", rules_from, probe::default_rules)
+}
+
+/// The rules `value` asks for (`off`: none), or why they cannot be used.
+fn rules_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::ProbeRule>, String> {
+    if value.trim() == "off" {
+        return Ok(Vec::new());
+    }
+    let rules = value
+        .split(';')
+        .map(probe::ProbeRule::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    match rules
+        .iter()
+        .find(|r| !candidates.contains(&r.candidate.as_str()))
+    {
+        Some(r) => Err(format!(
+            "{:?} is not a candidate ({candidates:?})",
+            r.candidate
+        )),
+        None => Ok(rules),
+    }
+}
+
 /// The specs `var` asks for, read by `from` over [`candidate_names`], else `default`.
 fn specs_from_env<T>(
     var: &str,
@@ -304,6 +333,27 @@ mod tests {
         assert!(e.contains("\"vegsa\" is not a candidate"), "{e}");
         let e = handovers_from("delay=vegas>copa", &names).unwrap_err();
         assert!(e.contains("not <mode>"), "{e}");
+    }
+
+    #[test]
+    fn rule_values_name_candidates_or_say_why_not() {
+        let names = candidate_names();
+        assert_eq!(rules_from(" off ", &names), Ok(Vec::new()));
+        let two = rules_from(
+            "reno:rtt_ratio_drained=1.05..1.45,rtt_cv=..0.2; bbr:loss_per_kpkt=50..",
+            &names,
+        )
+        .unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(
+            (two[0].candidate.as_str(), two[0].ranges.len()),
+            ("reno", 2)
+        );
+        assert_eq!(two[1].to_string(), "bbr:loss_per_kpkt=50..");
+        let e = rules_from("rneo:rtt_cv=..0.2", &names).unwrap_err();
+        assert!(e.contains("\"rneo\" is not a candidate"), "{e}");
+        let e = rules_from("reno:rtt_cv<0.2", &names).unwrap_err();
+        assert!(e.contains("is not <feature>"), "{e}");
     }
 
     #[test]

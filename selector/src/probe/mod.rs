@@ -19,6 +19,8 @@
 //! a flow that ends within its probe. A flow to a destination whose last probing flow moved
 //! over a standing queue starts on that move's candidate instead and keeps it, without a
 //! probe or a swap; every fourth flow to it probes anyway ([`memory`]). Optionally
+//! ([`rule`], none deployed) a box of probe features moves a default-mode flow inside it to a
+//! fixed candidate at the probe's end instead of the models. Optionally
 //! ([`trial`], off by default) the flow measures the proposal against its start before
 //! keeping it, and goes back if it measured worse (a second swap); and optionally (`later`
 //! models, off by default) default-mode flows choose once at the end of a longer window with
@@ -42,6 +44,7 @@ pub mod drain;
 pub mod features;
 pub mod memory;
 pub mod model;
+pub mod rule;
 pub mod trial;
 pub mod watch;
 
@@ -54,6 +57,7 @@ use features::{DRAINED, LOSS};
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
 pub use memory::{Groups, Memory};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
+pub use rule::{FeatureRange, ProbeRule};
 pub use trial::{Trial, WindowScore};
 pub use watch::{Watch, Watcher};
 
@@ -252,6 +256,11 @@ pub fn default_gates() -> Vec<QueueGate> {
     Vec::new()
 }
 
+/// The rules deployed flows follow ([`rule`]): none.
+pub fn default_rules() -> Vec<ProbeRule> {
+    Vec::new()
+}
+
 /// The `N` colon-separated numbers of `spec` (blanks around each allowed), each finite and at
 /// least 0; `None` for any other count or value (the option specs of [`Drain`] and
 /// [`DelegateGate`]).
@@ -308,6 +317,9 @@ pub enum ProbeChoice {
         later: Option<Arc<ProbeModels>>,
         /// Candidates a default-mode flow moves to only over a standing queue ([`QueueGate`]).
         gates: Vec<QueueGate>,
+        /// Boxes of probe features whose default-mode flows move to a fixed candidate at the
+        /// probe's end instead of asking the models ([`rule`]; the first that holds decides).
+        rules: Vec<ProbeRule>,
     },
     /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
     /// it is the start), and record the probe's features in `sink`.
@@ -642,12 +654,26 @@ impl ProbePolicy {
                 models: own,
                 margin,
                 gates,
+                rules,
                 ..
             } => {
                 let models = models.unwrap_or(own);
                 models.predict(self.mode, &self.names, x, &mut self.scores);
                 if let Some(then) = self.forced {
                     return (then, 0.0);
+                }
+                // A rule's box decides before the models (and is not tried: infinite gain).
+                if self.mode == Mode::Default
+                    && let Some(to) = rules
+                        .iter()
+                        .filter(|r| r.holds(x))
+                        .find_map(|r| self.names.iter().position(|n| *n == r.candidate))
+                {
+                    return if to == current {
+                        (current, 0.0)
+                    } else {
+                        (to, f64::INFINITY)
+                    };
                 }
                 // A default-mode flow with later models defers its choice to them (the
                 // probe's models still scored every candidate for the explanation).

@@ -17,7 +17,7 @@ fn to_port(port: u32) -> FlowContext<'static> {
 }
 
 /// `ProbeChoice::Predict` on `models` with the default margin and nothing else (no trial,
-/// watch, hand-over, later models or gates), then the fields named set: `predict!(m, watch:
+/// watch, hand-over, later models, gates or rules), then the fields named set: `predict!(m, watch:
 /// Some(w))`.
 macro_rules! predict {
     ($models:expr $(, $field:ident: $value:expr)* $(,)?) => {{
@@ -30,6 +30,7 @@ macro_rules! predict {
             handovers: Vec::new(),
             later: None,
             gates: Vec::new(),
+            rules: Vec::new(),
         };
         $(
             let value = $value;
@@ -535,6 +536,61 @@ fn a_gated_candidate_needs_a_queue_that_never_drained() {
         assert_eq!(current, usize::from(moves), "{gate}");
         assert!(e.scores[1] > 0.2, "Copa still scored: {:?}", e.scores);
     }
+}
+
+fn ruled(rules: &[&str]) -> Arc<Probe> {
+    let rules = rules.iter().map(|r| ProbeRule::parse(r).unwrap()).collect();
+    Probe::new(
+        predict!(one_second_models(), rules: rules),
+        HashMap::from([(5001, Mode::Delay)]),
+    )
+}
+
+#[test]
+fn a_rule_whose_box_holds_the_flow_decides_before_the_models() {
+    // The variable path on which the models move a flow to Copa (+0.3 predicted); its queue
+    // drains (`rtt_ratio_drained` 1.0).
+    for (rules, to) in [
+        (vec!["vegas:rtt_ratio_drained=..1.5"], Some(2)),
+        (vec!["vegas:rtt_ratio_drained=2.."], Some(1)),
+        // The first rule that holds decides.
+        (
+            vec![
+                "vegas:rtt_ratio_drained=2..",
+                "vegas:rate_cv=0.2..,rtt_ratio_drained=..1.5",
+            ],
+            Some(2),
+        ),
+        // A rule on the start candidate keeps the flow there.
+        (vec!["bbr:rtt_ratio_drained=..1.5"], None),
+        // A rule on a candidate the selector does not have is passed over.
+        (vec!["arc:rtt_ratio_drained=..1.5"], Some(1)),
+    ] {
+        let probe = ruled(&rules);
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 40, 0.5);
+        let switches: Vec<&Decision> = d
+            .iter()
+            .filter(|d| matches!(d, Decision::SwitchTo(_)))
+            .collect();
+        match to {
+            Some(c) => assert_eq!(switches, [&Decision::SwitchTo(c)], "{rules:?}"),
+            None => assert!(switches.is_empty(), "{rules:?}: {d:?}"),
+        }
+        assert_eq!(current, to.unwrap_or(0), "{rules:?}");
+        let e = p.explain().unwrap();
+        assert!(e.scores[1] > 0.2, "the models still score: {:?}", e.scores);
+    }
+    // Rules are for default-mode flows: a delay-sensitive flow keeps its start.
+    let probe = ruled(&["vegas:rtt_ratio_drained=..1.5"]);
+    let mut p = probe.policy(&to_port(5001));
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.5);
+    assert!(
+        !d.iter().any(|d| matches!(d, Decision::SwitchTo(_))),
+        "{d:?}"
+    );
 }
 
 #[test]
