@@ -169,8 +169,8 @@ pub struct DecisionRow {
     /// The policy's features, `;`-separated in the policy's own order (the probe's:
     /// `ccp_selector::probe::FEATURE_NAMES`).
     pub features: String,
-    /// The policy's score per candidate, `;`-separated in candidate order (the probe's: each
-    /// candidate's predicted gain; higher is better).
+    /// The policy's score per candidate, `;`-separated `<candidate>=<score>` (the probe's: each
+    /// candidate's predicted gain over staying; higher is better).
     pub scores: String,
 }
 

@@ -554,7 +554,8 @@ fn deployed_probe(log: &Arc<SelectorLog>, port: Option<u16>) -> Option<Named<Pro
 /// flows under test here (when they share one) and the learned policies see it as their
 /// flows' destination port, as a real flow's would be.
 pub fn build_for(port: Option<u16>) -> (RunSchemes, RunSelectors) {
-    // Decisions are kept off the trace (one per report); swaps are recorded.
+    // Every event is kept, decisions (one per report) too: swaps.csv and decisions.csv are
+    // made from them.
     let log = Arc::new(SelectorLog::new(true));
     let rein = rein(&log);
     let antelope = models(OBJECTIVE_ANTELOPE)

@@ -141,7 +141,12 @@ fn check_decisions(out: &Path, swaps: &str) {
             ccp_selector::probe::N_FEATURES,
             "{r:?}"
         );
-        assert_eq!(r[9].split(';').count(), 12, "a score per candidate: {r:?}");
+        let scored: BTreeSet<&str> = r[9]
+            .split(';')
+            .map(|s| s.split_once('=').unwrap().0)
+            .collect();
+        assert_eq!(scored.len(), 12, "a score per candidate: {r:?}");
+        assert!(scored.contains("copa") && scored.contains("bbr"), "{r:?}");
         let min_rtt: f64 = r[8].split(';').next().unwrap().parse().unwrap();
         assert!(min_rtt > 0.0, "{r:?}");
     }

@@ -23,7 +23,7 @@ use ccp_datapath::netem::{
 use ccp_datapath::runtime::UnixTransport;
 use ccp_datapath::sim::{RealtimeSimulator, Simulator, TcpModel};
 use ccp_datapath::stats::percentile_unsorted;
-use ccp_selector::EventKind;
+use ccp_selector::{Event, EventKind};
 use thiserror::Error;
 
 use crate::iw_web::workload::flow_size_pkts;
@@ -466,9 +466,11 @@ impl Planned {
         let result = network.run(self.spec).map_err(|e| e.to_string())?;
         let (swaps, decisions) = selectors
             .map(|s| {
+                s.keep_samples(&cond.id, job.seed);
+                let events = s.log.events();
                 (
-                    swap_rows(s, scenario, cond, job),
-                    decision_rows(s, scenario, cond, job),
+                    swap_rows(&events, scenario, cond, job),
+                    decision_rows(&events, scenario, cond, job),
                 )
             })
             .unwrap_or_default();
@@ -707,22 +709,14 @@ pub fn path_changes(cond: &Condition) -> Vec<PathChange> {
         .collect()
 }
 
-/// The run's selector swaps and path-change re-seats as rows; keeps any explore samples for
-/// `gen-data`.
-fn swap_rows(
-    s: &selectors::RunSelectors,
-    scenario: &Scenario,
-    cond: &Condition,
-    job: &Job,
-) -> Vec<SwapRow> {
-    s.keep_samples(&cond.id, job.seed);
+/// The run's selector swaps and path-change re-seats (of its selector log's `events`) as rows.
+fn swap_rows(events: &[Event], scenario: &Scenario, cond: &Condition, job: &Job) -> Vec<SwapRow> {
     let names = selectors::candidate_names();
     let name = |i: usize| names.get(i).copied().unwrap_or("?").to_string();
     // A path change or a drain re-seats the active candidate with one CHANGE_PROG, as a swap
     // does: it is a row with `from == to`, and counts as a swap.
-    s.log
-        .events()
-        .into_iter()
+    events
+        .iter()
         .filter(|e| {
             matches!(
                 e.kind,
@@ -745,7 +739,7 @@ fn swap_rows(
 /// The run's explained selector decisions as rows: per flow its first explained decision and
 /// every later one that asked for a switch it had not just asked for ([`DecisionRow`]).
 fn decision_rows(
-    s: &selectors::RunSelectors,
+    events: &[Event],
     scenario: &Scenario,
     cond: &Condition,
     job: &Job,
@@ -758,13 +752,19 @@ fn decision_rows(
             .collect::<Vec<_>>()
             .join(";")
     };
+    let named = |v: &[f64]| {
+        v.iter()
+            .enumerate()
+            .map(|(i, x)| format!("{}={x:.6}", name(i)))
+            .collect::<Vec<_>>()
+            .join(";")
+    };
     // Per flow, the last switch it asked for: a policy asks again on every report until the
     // selector makes the switch, and one row says it.
     let mut asked: std::collections::HashMap<u32, Option<(usize, usize)>> =
         std::collections::HashMap::new();
-    s.log
-        .events()
-        .into_iter()
+    events
+        .iter()
         .filter_map(|e| match &e.kind {
             EventKind::Decision {
                 explanation: Some(x),
@@ -786,7 +786,7 @@ fn decision_rows(
                     from: name(e.from),
                     to: name(e.to),
                     features: joined(&x.features),
-                    scores: joined(&x.scores),
+                    scores: named(&x.scores),
                 })
             }
             _ => None,
