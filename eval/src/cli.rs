@@ -675,6 +675,14 @@ fn write_choices(
         scenario.name,
         choices::time_share_table(swaps, rows, scenario.duration_s)
     );
+    if let Some(moves) = choices::moves_table(swaps, rows) {
+        let _ = write!(
+            md,
+            "## What the moves earned\n\nRuns in which the selector moved a flow, against the \
+             same condition and seed run alone with the candidate it moved from (the swaps' \
+             cost included):\n\n{moves}\n"
+        );
+    }
     let plots = out.join("plots");
     std::fs::create_dir_all(&plots).map_err(|e| format!("{}: {e}", plots.display()))?;
     for c in &scenario.conditions {

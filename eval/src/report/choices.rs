@@ -1,5 +1,6 @@
-//! What the selector chose: the candidate in use over time per flow (Antelope Fig. 7) and the
-//! share of time on each candidate per environment (Antelope Table III), from `swaps.csv`.
+//! What the selector chose: the candidate in use over time per flow (Antelope Fig. 7), the
+//! share of time on each candidate per environment (Antelope Table III), and what the runs
+//! with a move earned against their start candidate run alone, from `swaps.csv`.
 //!
 //! A flow's candidate before its first swap is that swap's `from`; a flow with no swap has no
 //! row in `swaps.csv` and is left out of the shares (its start candidate is not recorded).
@@ -62,6 +63,67 @@ pub fn time_share_table(swaps: &[SwapRow], rows: &[FlowRow], duration_s: f64) ->
         let _ = writeln!(md, "| {env} | `{scheme}` | {} |", cells.join(", "));
     }
     md
+}
+
+/// What the moves earned, per (environment, selector scheme), as a markdown table: over the
+/// runs (condition, seed) in which the selector moved a flow to another candidate, the mean
+/// score of the run's flows under test against the same condition and seed run with the
+/// candidate the run's first move left (its start) alone, so the moves' gain net of what
+/// they cost; with how many runs gained and lost. Runs whose start was not run alone are left
+/// out. `None` when no run moved or none has its start's run.
+pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
+    // The start of each run with a move: the `from` of its first move.
+    let mut starts: BTreeMap<(&str, &str, u64), (f64, &str)> = BTreeMap::new();
+    for s in swaps.iter().filter(|s| s.from != s.to) {
+        let e = starts
+            .entry((s.condition.as_str(), s.scheme.as_str(), s.seed))
+            .or_insert((s.t_s, s.from.as_str()));
+        if s.t_s < e.0 {
+            *e = (s.t_s, s.from.as_str());
+        }
+    }
+    // Mean score and environment of each run's flows under test.
+    let mut runs: BTreeMap<(&str, &str, u64), (f64, usize, &str)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| super::aggregate::counted(r)) {
+        let e = runs
+            .entry((r.condition.as_str(), r.scheme.as_str(), r.seed))
+            .or_insert((0.0, 0, r.env.as_str()));
+        e.0 += r.rank_score();
+        e.1 += 1;
+    }
+    let mean = |k: &(&str, &str, u64)| runs.get(k).map(|(s, n, env)| (s / *n as f64, *env));
+    // (env, scheme) -> (sum of gains, runs, gained, lost); "all" too.
+    let mut acc: BTreeMap<(String, &str), (f64, usize, usize, usize)> = BTreeMap::new();
+    for (&(cond, scheme, seed), &(_, start)) in &starts {
+        let (Some((with, env)), Some((alone, _))) =
+            (mean(&(cond, scheme, seed)), mean(&(cond, start, seed)))
+        else {
+            continue;
+        };
+        let gain = with - alone;
+        for key in [(env.to_string(), scheme), ("all".to_string(), scheme)] {
+            let a = acc.entry(key).or_default();
+            a.0 += gain;
+            a.1 += 1;
+            a.2 += usize::from(gain > 0.0);
+            a.3 += usize::from(gain < 0.0);
+        }
+    }
+    if acc.is_empty() {
+        return None;
+    }
+    let mut md = String::from(
+        "| Env | Scheme | runs with a move | mean score against the start alone | gained / lost |\n|---|---|---|---|---|\n",
+    );
+    let (all, envs): (Vec<_>, Vec<_>) = acc.iter().partition(|((env, _), _)| env == "all");
+    for ((env, scheme), (sum, n, up, down)) in envs.into_iter().chain(all) {
+        let _ = writeln!(
+            md,
+            "| {env} | `{scheme}` | {n} | {:+.3} | {up} / {down} |",
+            sum / *n as f64
+        );
+    }
+    Some(md)
 }
 
 /// The candidate in use over time for every flow of `condition` (one line per flow and

@@ -688,3 +688,50 @@ fn headroom_section_and_cdf_are_written() {
     let json = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
     assert!(json.contains("\"best_single\": \"b\""));
 }
+
+#[test]
+fn the_moves_table_compares_runs_with_a_move_to_their_start_alone() {
+    let swap = |cond: &str, seed: u64, t_s: f64, from: &str, to: &str| crate::results::SwapRow {
+        scenario: "synthetic".into(),
+        condition: cond.into(),
+        scheme: "sel".into(),
+        seed,
+        sock_id: 1,
+        t_s,
+        from: from.into(),
+        to: to.into(),
+    };
+    let rows = vec![
+        row("c1", "wan", "sel", 1, 1.0),
+        row("c1", "wan", "copa", 1, 0.4),
+        row("c1", "wan", "sel", 2, 0.0),
+        row("c1", "wan", "copa", 2, 0.5),
+        row("c2", "dcn", "sel", 1, 2.0),
+        row("c2", "dcn", "copa", 1, 2.5),
+        row("c3", "dcn", "sel", 1, 9.0),
+    ];
+    // A re-seat alone is not a move; the start is the first move's `from`, whatever order the
+    // rows come in; a run whose start was not run alone (c3, from vegas) is left out.
+    assert_eq!(
+        choices::moves_table(&[swap("c1", 1, 3.0, "copa", "copa")], &rows),
+        None
+    );
+    let swaps = [
+        swap("c1", 1, 9.0, "bbr", "arc"),
+        swap("c1", 1, 2.0, "copa", "bbr"),
+        swap("c1", 2, 5.0, "copa", "copa"),
+        swap("c2", 1, 1.5, "copa", "arc"),
+        swap("c3", 1, 1.5, "vegas", "copa"),
+    ];
+    let md = choices::moves_table(&swaps, &rows).expect("two runs moved");
+    let lines: Vec<&str> = md.lines().skip(2).collect();
+    assert_eq!(
+        lines,
+        [
+            "| dcn | `sel` | 1 | -0.500 | 0 / 1 |",
+            "| wan | `sel` | 1 | +0.600 | 1 / 0 |",
+            "| all | `sel` | 2 | +0.050 | 1 / 1 |",
+        ],
+        "{md}"
+    );
+}

@@ -239,10 +239,8 @@ fn rules_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::ProbeRule>,
         .split(';')
         .map(probe::ProbeRule::parse)
         .collect::<Result<Vec<_>, _>>()?;
-    match rules
-        .iter()
-        .find(|r| !candidates.contains(&r.candidate.as_str()))
-    {
+    let known = |c: &str| c == probe::rule::START || candidates.contains(&c);
+    match rules.iter().find(|r| !known(&r.candidate)) {
         Some(r) => Err(format!(
             "{:?} is not a candidate ({candidates:?})",
             r.candidate
@@ -350,6 +348,10 @@ mod tests {
             ("reno", 2)
         );
         assert_eq!(two[1].to_string(), "bbr:loss_per_kpkt=50..");
+        assert_eq!(
+            rules_from("start:min_rtt_ms=80..", &names).map(|r| r.len()),
+            Ok(1)
+        );
         let e = rules_from("rneo:rtt_cv=..0.2", &names).unwrap_err();
         assert!(e.contains("\"rneo\" is not a candidate"), "{e}");
         let e = rules_from("reno:rtt_cv<0.2", &names).unwrap_err();

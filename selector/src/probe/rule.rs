@@ -5,12 +5,16 @@
 //! it, but that the features separate cleanly. A box is a set of ranges over named features
 //! ([`super::FEATURE_NAMES`]); a flow is inside when every named feature lies in its range (a
 //! missing or NaN feature is outside). The first rule whose box holds the flow decides; a
-//! flow inside none keeps the models' choice. Rules apply to default-mode flows that ask the
-//! models (not to a hand-over's or a path memory's start).
+//! flow inside none keeps the models' choice. The candidate [`START`] keeps the flow on the
+//! candidate it probed on. Rules apply to default-mode flows that ask the models (not to a
+//! hand-over's or a path memory's start).
 
 use std::fmt;
 
 use super::features::{FEATURE_NAMES, N_FEATURES};
+
+/// The rule candidate that keeps a flow on its start (the candidate it probed on).
+pub const START: &str = "start";
 
 /// One feature's range: `min <= x <= max` (either end may be infinite).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,7 +52,7 @@ impl fmt::Display for FeatureRange {
 /// A box of feature ranges and the candidate flows inside it move to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeRule {
-    /// The candidate a flow inside the box moves to.
+    /// The candidate a flow inside the box moves to ([`START`]: it keeps its start).
     pub candidate: String,
     /// The box: every range must hold.
     pub ranges: Vec<FeatureRange>,

@@ -561,8 +561,15 @@ fn a_rule_whose_box_holds_the_flow_decides_before_the_models() {
             ],
             Some(2),
         ),
-        // A rule on the start candidate keeps the flow there.
+        // A rule on the start candidate keeps the flow there, as does `start`.
         (vec!["bbr:rtt_ratio_drained=..1.5"], None),
+        (
+            vec![
+                "start:rtt_ratio_drained=..1.5",
+                "vegas:rtt_ratio_drained=..1.5",
+            ],
+            None,
+        ),
         // A rule on a candidate the selector does not have is passed over.
         (vec!["arc:rtt_ratio_drained=..1.5"], Some(1)),
     ] {
