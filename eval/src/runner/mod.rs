@@ -759,39 +759,42 @@ fn decision_rows(
             .collect::<Vec<_>>()
             .join(";")
     };
-    // Per flow, the last switch it asked for: a policy asks again on every report until the
-    // selector makes the switch, and one row says it.
+    // Per flow, the switch it asked for on its last explained decision (`None`: it stayed): a
+    // policy asks again on every report until the selector makes the switch, and one row says
+    // it.
     let mut asked: std::collections::HashMap<u32, Option<(usize, usize)>> =
         std::collections::HashMap::new();
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Decision {
-                explanation: Some(x),
-            } if {
-                let ask = (e.to != e.from).then_some((e.from, e.to));
-                match asked.insert(e.sock_id, ask) {
-                    None => true,
-                    Some(last) => ask.is_some() && ask != last,
-                }
-            } =>
-            {
-                Some(DecisionRow {
-                    scenario: scenario.name.clone(),
-                    condition: cond.id.clone(),
-                    scheme: job.scheme.clone(),
-                    seed: job.seed,
-                    sock_id: e.sock_id,
-                    t_s: e.time_us as f64 / 1e6,
-                    from: name(e.from),
-                    to: name(e.to),
-                    features: joined(&x.features),
-                    scores: named(&x.scores),
-                })
-            }
-            _ => None,
-        })
-        .collect()
+    let mut rows = Vec::new();
+    for e in events {
+        let EventKind::Decision {
+            explanation: Some(x),
+        } = &e.kind
+        else {
+            continue;
+        };
+        let ask = (e.to != e.from).then_some((e.from, e.to));
+        let keep = match asked.insert(e.sock_id, ask) {
+            // The flow's first explained decision.
+            None => true,
+            // A switch it had not asked for on its last decision.
+            Some(last) => ask.is_some() && ask != last,
+        };
+        if keep {
+            rows.push(DecisionRow {
+                scenario: scenario.name.clone(),
+                condition: cond.id.clone(),
+                scheme: job.scheme.clone(),
+                seed: job.seed,
+                sock_id: e.sock_id,
+                t_s: e.time_us as f64 / 1e6,
+                from: name(e.from),
+                to: name(e.to),
+                features: joined(&x.features),
+                scores: named(&x.scores),
+            });
+        }
+    }
+    rows
 }
 
 /// Capacity averaged over `[start, end)`, bits per second: the first rate (a trace's own

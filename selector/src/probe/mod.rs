@@ -18,10 +18,10 @@
 //! only under a default-mode hand-over, which the deployed policy has not), and not at all in
 //! a flow that ends within its probe. A flow to a destination whose last probing flow moved
 //! over a standing queue starts on that move's candidate instead and keeps it, without a
-//! probe or a swap; every fourth flow to it probes anyway ([`memory`]). Optionally
-//! A box of probe features ([`rule`]) can decide for a default-mode flow at the probe's end
-//! instead of the models: the deployed one keeps a flow on its start on long paths whose probe
-//! lost many packets ([`default_rules`]). Optionally
+//! probe or a swap; every fourth flow to it probes anyway ([`memory`]). A box of probe
+//! features ([`rule`]) can decide for a default-mode flow at the probe's end instead of the
+//! models: the deployed one keeps a flow on its start on long paths whose probe lost many
+//! packets ([`default_rules`]). Optionally
 //! ([`trial`], off by default) the flow measures the proposal against its start before
 //! keeping it, and goes back if it measured worse (a second swap); and optionally (`later`
 //! models, off by default) default-mode flows choose once at the end of a longer window with
@@ -673,7 +673,8 @@ impl ProbePolicy {
         now_us: u64,
     ) -> (usize, f64) {
         self.features = x.to_vec();
-        let deferring = models.is_none() && self.defers();
+        let at_probe_end = models.is_none();
+        let deferring = at_probe_end && self.defers();
         match &self.choice {
             ProbeChoice::Predict {
                 models: own,
@@ -687,8 +688,10 @@ impl ProbePolicy {
                 if let Some(then) = self.forced {
                     return (then, 0.0);
                 }
-                // A rule's box decides before the models (and is not tried: infinite gain).
-                if self.mode == Mode::Default
+                // A rule's box decides before the models at the probe's end (and is not
+                // tried: infinite gain).
+                if at_probe_end
+                    && self.mode == Mode::Default
                     && let Some(to) = rules.iter().filter(|r| r.holds(x)).find_map(|r| {
                         if r.candidate == rule::START {
                             Some(current)
