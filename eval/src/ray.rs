@@ -131,6 +131,44 @@ pub fn run(
     Ok(out)
 }
 
+/// The run a row belongs to: (condition, scheme, seed).
+type RunKey<'a> = (&'a str, &'a str, u64);
+
+fn series_key(r: &SeriesRow) -> RunKey<'_> {
+    (&r.condition, &r.scheme, r.seed)
+}
+
+fn swap_key(r: &SwapRow) -> RunKey<'_> {
+    (&r.condition, &r.scheme, r.seed)
+}
+
+fn decision_key(r: &DecisionRow) -> RunKey<'_> {
+    (&r.condition, &r.scheme, r.seed)
+}
+
+/// The rows of a shard's optional file `name` in `dir` (none when the shard wrote none), each
+/// with its run's plan index from `locate` (`what` names a row in its errors).
+fn shard_file<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    name: &str,
+    what: &str,
+    key: fn(&T) -> RunKey<'_>,
+    locate: impl Fn(&str, &str, u64, &str) -> Result<usize, String>,
+) -> Result<Vec<(usize, T)>, String> {
+    let path = dir.join(name);
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    results::read_csv::<T>(&path)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|r| {
+            let (cond, scheme, seed) = key(&r);
+            Ok((locate(cond, scheme, seed, what)?, r))
+        })
+        .collect()
+}
+
 /// The shards' rows in plan order, as a local run returns them. Each row must belong to a
 /// planned run of its shard, and each planned run must come back exactly once.
 pub fn merge(
@@ -177,30 +215,24 @@ pub fn merge(
             }
             rows.push((i, r));
         }
-        let path = dir.join("series.csv");
-        if path.is_file() {
-            for s in results::read_csv::<SeriesRow>(&path).map_err(|e| e.to_string())? {
-                series.push((
-                    locate(&s.condition, &s.scheme, s.seed, shard, "a series row")?,
-                    s,
-                ));
-            }
-        }
-        let path = dir.join("swaps.csv");
-        if path.is_file() {
-            for s in results::read_csv::<SwapRow>(&path).map_err(|e| e.to_string())? {
-                swaps.push((locate(&s.condition, &s.scheme, s.seed, shard, "a swap")?, s));
-            }
-        }
-        let path = dir.join("decisions.csv");
-        if path.is_file() {
-            for d in results::read_csv::<DecisionRow>(&path).map_err(|e| e.to_string())? {
-                decisions.push((
-                    locate(&d.condition, &d.scheme, d.seed, shard, "a decision")?,
-                    d,
-                ));
-            }
-        }
+        let at = |cond: &str, scheme: &str, seed: u64, what: &str| {
+            locate(cond, scheme, seed, shard, what)
+        };
+        series.extend(shard_file(
+            dir,
+            "series.csv",
+            "a series row",
+            series_key,
+            at,
+        )?);
+        swaps.extend(shard_file(dir, "swaps.csv", "a swap", swap_key, at)?);
+        decisions.extend(shard_file(
+            dir,
+            "decisions.csv",
+            "a decision",
+            decision_key,
+            at,
+        )?);
     }
     let mut has_rows = vec![false; plan.len()];
     let mut failed = vec![false; plan.len()];

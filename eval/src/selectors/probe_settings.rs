@@ -230,23 +230,15 @@ pub fn probe_rules() -> Vec<probe::ProbeRule> {
     specs_from_env("CCP_PROBE_RULES", rules_from, probe::default_rules)
 }
 
-/// The rules `value` asks for (`off`: none), or why they cannot be used.
+/// The rules `value` asks for (`off`: none), or why they cannot be used (`;`-separated: a
+/// rule's ranges are comma-separated; its candidate may be `start`).
 fn rules_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::ProbeRule>, String> {
-    if value.trim() == "off" {
-        return Ok(Vec::new());
-    }
-    let rules = value
-        .split(';')
-        .map(probe::ProbeRule::parse)
-        .collect::<Result<Vec<_>, _>>()?;
-    let known = |c: &str| c == probe::rule::START || candidates.contains(&c);
-    match rules.iter().find(|r| !known(&r.candidate)) {
-        Some(r) => Err(format!(
-            "{:?} is not a candidate ({candidates:?})",
-            r.candidate
-        )),
-        None => Ok(rules),
-    }
+    separated_specs(value, ';', candidates, probe::ProbeRule::parse, |r| {
+        (r.candidate != probe::rule::START)
+            .then_some(r.candidate.as_str())
+            .into_iter()
+            .collect()
+    })
 }
 
 /// The specs `var` asks for, read by `from` over [`candidate_names`], else `default`.
@@ -272,10 +264,24 @@ fn specs<T>(
     parse: fn(&str) -> Result<T, String>,
     named: fn(&T) -> Vec<&str>,
 ) -> Result<Vec<T>, String> {
+    separated_specs(value, ',', candidates, parse, named)
+}
+
+/// [`specs`] of a `value` separated by `separator`.
+fn separated_specs<T>(
+    value: &str,
+    separator: char,
+    candidates: &[&str],
+    parse: fn(&str) -> Result<T, String>,
+    named: fn(&T) -> Vec<&str>,
+) -> Result<Vec<T>, String> {
     if value.trim() == "off" {
         return Ok(Vec::new());
     }
-    let specs = value.split(',').map(parse).collect::<Result<Vec<_>, _>>()?;
+    let specs = value
+        .split(separator)
+        .map(parse)
+        .collect::<Result<Vec<_>, _>>()?;
     for name in specs.iter().flat_map(named) {
         if !candidates.contains(&name) {
             return Err(format!("{name:?} is not a candidate ({candidates:?})"));

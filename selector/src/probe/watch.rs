@@ -203,16 +203,14 @@ impl Watch {
                 .map_err(|e| format!("watch loss share {v:?}: {e}"))
         };
         for option in rest {
-            match (
-                *option,
-                option.strip_prefix("loss="),
-                option.strip_prefix("maxloss="),
-                option.strip_prefix("drained="),
-            ) {
-                ("kept", ..) if !kept => kept = true,
-                (_, Some(v), ..) if min_loss.is_none() => min_loss = Some(share(v)?),
-                (_, _, Some(v), _) if max_loss.is_none() => max_loss = Some(share(v)?),
-                (.., Some(v)) if min_drained.is_none() => {
+            let (key, value) = option
+                .split_once('=')
+                .map_or((*option, None), |(k, v)| (k, Some(v)));
+            match (key, value) {
+                ("kept", None) if !kept => kept = true,
+                ("loss", Some(v)) if min_loss.is_none() => min_loss = Some(share(v)?),
+                ("maxloss", Some(v)) if max_loss.is_none() => max_loss = Some(share(v)?),
+                ("drained", Some(v)) if min_drained.is_none() => {
                     let ratio = v
                         .parse::<f64>()
                         .map_err(|e| format!("watch drained ratio {v:?}: {e}"))?;
