@@ -66,7 +66,7 @@ pub fn probe_trial() -> Option<probe::Trial> {
 /// watches, each `on` (the queue-only [`probe::Watch::default`]), `deployed` (those of
 /// [`probe::default_watch`]) or a spec of [`probe::Watch::parse`]
 /// (`<ratio>,<window ms>,<window RTTs>,<target>[,kept][,loss=<share>][,maxloss=<share>]
-/// [,drained=<ratio>]`); unset:
+/// [,drained=<ratio>][,from=<candidate>][,probe=<feature>=<min>..<max>][,after=<ms>]`); unset:
 /// [`probe::default_watch`]. A value that cannot be used is reported and ignored.
 pub fn probe_watch() -> Vec<probe::Watch> {
     let Ok(value) = std::env::var("CCP_PROBE_WATCH") else {

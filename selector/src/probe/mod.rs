@@ -95,7 +95,9 @@ pub fn default_trial() -> Option<Trial> {
 /// +0.014, competition +0.092), a queue held for 8 s without losses to ARC
 /// ([`Watch::held_queue`], for flows whose probe ended over a standing queue; +0.0081 per
 /// condition on the three validation sets, +0.0108 on `selection-train`). The queue-only watch
-/// to BBR ([`Watch::default`]) lost on both (`docs/selector.md`).
+/// to BBR ([`Watch::default`]) lost on both (`docs/selector.md`). A watch from the probe's move
+/// to ARC ([`Watch::overflowing_arc`]) gained on the validation sets and lost on the third test
+/// set and the recurring-flow sets, and is not deployed.
 pub fn default_watch() -> Vec<Watch> {
     vec![Watch::overflowing_queue(), Watch::held_queue()]
 }
@@ -513,7 +515,7 @@ pub struct ProbePolicy {
     window: ProbeWindow,
     stats: ProbeStats,
     chosen: Option<usize>,
-    /// The competition watches and their targets' indices, until one fires.
+    /// The running watches and their targets' indices, until one fires.
     watchers: Vec<(Watcher, usize)>,
     /// The watch's target once it fired with a move made afresh.
     afresh_to: Option<usize>,
@@ -559,26 +561,29 @@ impl ProbePolicy {
             .map_or((None, None), |s| s.scores(self.mode))
     }
 
-    /// Starts the competition watches when the flow keeps its start candidate in the default
-    /// mode and the policy has watches.
-    fn start_watch(&mut self, chosen: usize) {
+    /// Starts the watches of a default-mode flow that chose `running` at the probe's end (or
+    /// with the later models): the competition watches when it kept its start, and those from
+    /// `running` ([`Watch::from`]). A watch's move starts none: a flow moves at most twice.
+    fn start_watch(&mut self, running: usize) {
+        self.watchers.clear();
         let ProbeChoice::Predict { watches, .. } = &self.choice else {
             return;
         };
-        if chosen != self.forced.unwrap_or(self.initial) || self.mode != Mode::Default {
+        let start = self.forced.unwrap_or(self.initial);
+        let (Some(on), Some(start)) = (self.names.get(running), self.names.get(start)) else {
+            return;
+        };
+        if self.mode != Mode::Default {
             return;
         }
-        let (drained, min_rtt_us, mss_bytes) = (
-            self.drained(),
-            self.stats.min_rtt_us(),
-            self.stats.mss_bytes(),
-        );
+        let (min_rtt_us, mss_bytes) = (self.stats.min_rtt_us(), self.stats.mss_bytes());
         self.watchers = watches
             .iter()
-            .filter(|w| w.applies(drained))
+            .filter(|w| w.applies(&self.features, on, start))
             .filter_map(|w| {
                 let target = self.names.iter().position(|n| *n == w.target)?;
-                (target != chosen).then(|| (Watcher::new(w.clone(), min_rtt_us, mss_bytes), target))
+                (target != running)
+                    .then(|| (Watcher::new(w.clone(), min_rtt_us, mss_bytes), target))
             })
             .collect();
     }
@@ -626,26 +631,36 @@ impl ProbePolicy {
         let (c, _) = self.choose_with(Some(&models), &x, chosen, f.now_us);
         if c != chosen {
             self.keep(c, self.drained());
-            self.watchers.clear();
+            self.start_watch(c);
         }
         c
     }
 
     /// The candidate for good once chosen: `chosen`, or the target of the first watch that
-    /// fired (every watch sees every report, so each keeps its own window).
+    /// fired (every watch sees every report, so each keeps its own window). A competition
+    /// watch's move is the path memory's verdict (a standing queue it found); a move from the
+    /// probe's choice ([`Watch::from`]) is not, and the memory keeps the probe's: later flows
+    /// to the destination start on the candidate that pays against the competitors found, where
+    /// a start on the fallback measured against the one flow's overflow lost more on the
+    /// recurring-flow sets (`docs/selector/measured-not-deployed.md`, "A watch from the probe's
+    /// move to ARC").
     fn watched(&mut self, chosen: usize, f: &Features<'_>) -> usize {
         let mut fired = None;
         for (w, target) in &mut self.watchers {
             if w.push(f.measurement, f.now_us) && fired.is_none() {
-                fired = Some((*target, w.afresh()));
+                fired = Some((*target, w.afresh(), w.from_choice()));
             }
         }
-        let Some((target, afresh)) = fired else {
+        let Some((target, afresh, from_choice)) = fired else {
             return chosen;
         };
         self.afresh_to = afresh.then_some(target);
+        if from_choice {
+            self.chosen = Some(target);
+        } else {
+            self.keep(target, f64::INFINITY);
+        }
         self.watchers.clear();
-        self.keep(target, f64::INFINITY);
         target
     }
 

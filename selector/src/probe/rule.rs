@@ -28,8 +28,42 @@ pub struct FeatureRange {
 }
 
 impl FeatureRange {
-    /// Whether `x` (a whole feature vector) lies in the range (NaN does not).
-    fn holds(&self, x: &[f64; N_FEATURES]) -> bool {
+    /// Parses `<feature>=<min>..<max>` (an end left empty is open), e.g. `loss_per_kpkt=..50`;
+    /// feature names are those of [`FEATURE_NAMES`].
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let spec = spec.trim();
+        let (name, range) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("{spec:?} is not <feature>=<min>..<max>"))?;
+        let name = name.trim();
+        let feature = FEATURE_NAMES
+            .iter()
+            .position(|n| *n == name)
+            .ok_or_else(|| format!("no feature {name:?} (features: {FEATURE_NAMES:?})"))?;
+        let (lo, hi) = range
+            .trim()
+            .split_once("..")
+            .ok_or_else(|| format!("{:?} is not <min>..<max>", range.trim()))?;
+        let end = |v: &str, open: f64| -> Result<f64, String> {
+            let v = v.trim();
+            if v.is_empty() {
+                return Ok(open);
+            }
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("{v:?} is not a number"))
+        };
+        let (min, max) = (end(lo, f64::NEG_INFINITY)?, end(hi, f64::INFINITY)?);
+        if min > max {
+            return Err(format!("{name}: {min} > {max}"));
+        }
+        Ok(Self { feature, min, max })
+    }
+
+    /// Whether `x` (a whole feature vector) lies in the range (NaN or a missing feature does
+    /// not).
+    pub fn holds(&self, x: &[f64]) -> bool {
         x.get(self.feature)
             .is_some_and(|v| *v >= self.min && *v <= self.max)
     }
@@ -77,41 +111,12 @@ impl ProbeRule {
         }
         let mut out: Vec<FeatureRange> = Vec::new();
         for part in ranges.split(',') {
-            let (name, range) = part
-                .trim()
-                .split_once('=')
-                .ok_or_else(|| err(&format!("{:?} is not <feature>=<min>..<max>", part.trim())))?;
-            let name = name.trim();
-            let feature = FEATURE_NAMES
-                .iter()
-                .position(|n| *n == name)
-                .ok_or_else(|| {
-                    err(&format!(
-                        "no feature {name:?} (features: {FEATURE_NAMES:?})"
-                    ))
-                })?;
-            if out.iter().any(|r| r.feature == feature) {
+            let range = FeatureRange::parse(part).map_err(|e| err(&e))?;
+            if out.iter().any(|r| r.feature == range.feature) {
+                let name = FEATURE_NAMES.get(range.feature).copied().unwrap_or("?");
                 return Err(err(&format!("{name:?} given twice")));
             }
-            let (lo, hi) = range
-                .trim()
-                .split_once("..")
-                .ok_or_else(|| err(&format!("{:?} is not <min>..<max>", range.trim())))?;
-            let end = |v: &str, open: f64| -> Result<f64, String> {
-                let v = v.trim();
-                if v.is_empty() {
-                    return Ok(open);
-                }
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| err(&format!("{v:?} is not a number")))
-            };
-            let (min, max) = (end(lo, f64::NEG_INFINITY)?, end(hi, f64::INFINITY)?);
-            if min > max {
-                return Err(err(&format!("{name}: {min} > {max}")));
-            }
-            out.push(FeatureRange { feature, min, max });
+            out.push(range);
         }
         Ok(Self {
             candidate: candidate.to_string(),

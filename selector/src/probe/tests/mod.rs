@@ -1052,3 +1052,90 @@ fn the_watch_and_the_later_choice_the_first_to_come_decides() {
 }
 
 mod options;
+
+/// A 50-ms path whose delivery rate varies by half every other report (the test's models move
+/// the flow from bbr to copa at the probe's end, report 21), each report acknowledging 43
+/// packets and, from report `from` on, losing `lost` of them. Returns the moves.
+fn feed_variable_losses(p: &mut ProbePolicy, lost: u64, from: u64) -> Vec<(u64, usize, bool)> {
+    let mut current = p.initial();
+    let mut moves = Vec::new();
+    for i in 1..=200_u64 {
+        let k = if i.is_multiple_of(2) { 1.5 } else { 0.5 };
+        let m = Measurement {
+            now_us: 50_000 * i,
+            acked_bytes: (62_500.0 * k) as u64,
+            lost_pkts: if i >= from { lost } else { 0 },
+            rtt_us: 50_000,
+            min_rtt_us: 50_000,
+            ..Measurement::default()
+        };
+        let d = p.decide(&Features {
+            measurement: &m,
+            current,
+            candidates: &NAMES,
+            now_us: m.now_us,
+            srtt_us: 50_000,
+            reports: i,
+        });
+        if let Decision::SwitchTo(c) = d {
+            moves.push((i, c, p.afresh(c)));
+            current = c;
+        }
+    }
+    moves
+}
+
+#[test]
+fn a_watch_from_the_probes_choice_leaves_it_where_it_loses_a_band_of_packets() {
+    let from_copa = || {
+        Watch::parse(
+            "1,2000,10,vegas,kept,loss=0.03,maxloss=0.08,from=copa,probe=loss_per_kpkt=..50",
+        )
+        .unwrap()
+    };
+    let probe = watching(from_copa());
+    // 2 of 45 packets lost a report from report 41 (4.4 %): the watch's 2-s window (41
+    // reports) first loses 3 % at report 68 (28 lossy reports of the 41).
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let moves = feed_variable_losses(&mut p, 2, 41);
+    assert_eq!(moves.len(), 2, "{moves:?}");
+    assert_eq!(moves[0], (21, 1, false), "the probe's choice");
+    let (at, to, afresh) = moves[1];
+    assert!(at == 68 && to == 2 && !afresh, "{moves:?}");
+    assert_eq!(p.chosen(), Some(2));
+    // No losses, or more than the band (6 of 49, 12 %) in every report the watch sees: the
+    // flow stays on copa.
+    for lost in [0, 6] {
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        assert_eq!(
+            feed_variable_losses(&mut p, lost, 22).len(),
+            1,
+            "{lost} lost"
+        );
+    }
+    // A probe that lost 2 of 45 packets (44 per thousand) lies in the box; one that lost 4 of
+    // 47 (85 per thousand) does not, and its flow is never watched.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_variable_losses(&mut p, 2, 1).len(), 2);
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_variable_losses(&mut p, 4, 1).len(), 1);
+    // A flow that kept its start (a steady path) is not on copa: never watched.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue(&mut p, 2), None);
+    // Nor is one another watch moved to copa: the queue watch's move is the only one.
+    let both = Probe::new(
+        predict!(
+            one_second_models(),
+            watches: vec![
+                Watch {
+                    target: "copa".into(),
+                    ..Watch::default()
+                },
+                from_copa(),
+            ],
+        ),
+        HashMap::new(),
+    );
+    let mut p = both.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue(&mut p, 2), Some((101, 1, true)));
+}
