@@ -46,6 +46,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-val2.toml"),
     ),
     (
+        "selection-val3",
+        include_str!("../scenarios/selection-val3.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),

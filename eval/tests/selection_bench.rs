@@ -187,7 +187,9 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// nothing with the training and validation sets either, and no seed or path with the first
 /// test set; its trace segments come from the same held-out quarter as the first's. The second
 /// validation set (`selection-val2`, three times the conditions) shares nothing with the others
-/// but trace seconds with the first validation set (the same third quarter of each recording).
+/// but trace seconds with the first validation set (the same third quarter of each recording),
+/// and the third (`selection-val3`, as large, drawn once the second had informed many choices)
+/// likewise.
 /// The second training set (`selection-train2`) shares nothing with the others but trace
 /// seconds with the first (the same first half of each recording). The third test set
 /// (`selection-bench-test3`, thirty conditions per class) is like the second: nothing shared
@@ -212,6 +214,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         load("selection-bench-test3"),
         load("selection-val2"),
     );
+    let val3 = load("selection-val3");
     assert_eq!(
         classes(&val),
         classes(&test),
@@ -223,6 +226,11 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         classes(&val).keys().collect::<Vec<_>>()
     );
     assert!(classes(&val2).values().all(|&n| n >= 30));
+    assert_eq!(
+        classes(&val3),
+        classes(&val2),
+        "as many conditions per class"
+    );
     assert_eq!(
         classes(&test3).keys().collect::<Vec<_>>(),
         classes(&val).keys().collect::<Vec<_>>()
@@ -252,6 +260,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         &test2,
         &test3,
         &val2,
+        &val3,
         &recurring,
         &recurring_test,
     ];
@@ -352,7 +361,12 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
                     "selection-bench-test3",
                     "selection-recurring-test",
                 ],
-                &["selection-bench", "selection-val2", "selection-recurring"],
+                &[
+                    "selection-bench",
+                    "selection-val2",
+                    "selection-val3",
+                    "selection-recurring",
+                ],
                 &["selection-train", "selection-train2"],
             ];
             if groups

@@ -1,6 +1,7 @@
 """The selection sets built into `ccp-eval` are what `eval/selection/generate.py` draws: the
-recurring-flow sets are regenerated with the arguments `docs/selector/path-memory.md` gives and
-must match the files byte for byte, and each recurring flow is sized to its path."""
+recurring-flow sets and the third validation set are regenerated with the arguments
+`docs/selector/path-memory.md` and `docs/selector.md` give and must match the files byte for
+byte, and each recurring flow is sized to its path."""
 
 from __future__ import annotations
 
@@ -40,6 +41,16 @@ def test_the_recurring_sets_are_the_generators_draws(name, seed, seeds, segment,
         name, "--seed", str(seed), "--per-class", "20", "--seeds", seeds, "--segment", segment,
         "--classes", "cellular,wan,competition,changing", "--recurring", "6",
         "--schemes", TWELVE, "--description", description,
+    ]) == 0
+    assert capsys.readouterr().out == stored
+
+
+def test_the_third_validation_set_is_the_generators_draw(capsys):
+    stored = scenario_text("selection-val3")
+    description = tomllib.loads(stored)["description"]
+    assert generator().main([
+        "selection-val3", "--seed", "801", "--per-class", "30", "--seeds", "801,802,803",
+        "--segment", "0.5,0.75", "--schemes", TWELVE, "--description", description,
     ]) == 0
     assert capsys.readouterr().out == stored
 

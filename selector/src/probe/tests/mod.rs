@@ -298,6 +298,25 @@ fn o_write(
     std::fs::write(path, serde_json::to_string(&v).unwrap()).unwrap();
 }
 
+/// The policy's decision on report `reports` of the flow, `m`, the flow running `current` over
+/// a smoothed RTT of `srtt_us`.
+fn decide_on(
+    p: &mut ProbePolicy,
+    current: usize,
+    m: &Measurement,
+    srtt_us: u64,
+    reports: u64,
+) -> Decision {
+    p.decide(&Features {
+        measurement: m,
+        current,
+        candidates: &NAMES,
+        now_us: m.now_us,
+        srtt_us,
+        reports,
+    })
+}
+
 /// A probe policy over `models` with `margin`: no trial, watch, hand-over or later models, and
 /// no preference ports.
 fn predicting(models: Arc<ProbeModels>, margin: f64) -> Arc<Probe> {
@@ -707,14 +726,7 @@ fn run_scaled(
             min_rtt_us: 50_000,
             ..Measurement::default()
         };
-        let d = p.decide(&Features {
-            measurement: &m,
-            current: *current,
-            candidates: &NAMES,
-            now_us: m.now_us,
-            srtt_us: 50_000,
-            reports: i,
-        });
+        let d = decide_on(p, *current, &m, 50_000, i);
         if let Decision::SwitchTo(k) = d {
             *current = k;
         }
@@ -849,14 +861,7 @@ fn feed_queue_with(
             min_rtt_us: rtt(i),
             ..Measurement::default()
         };
-        let d = p.decide(&Features {
-            measurement: &m,
-            current,
-            candidates: &NAMES,
-            now_us: m.now_us,
-            srtt_us: rtt(i),
-            reports: i,
-        });
+        let d = decide_on(p, current, &m, rtt(i), i);
         if let Decision::SwitchTo(k) = d {
             assert!(moved.is_none(), "one move, report {i}");
             moved = Some((i, k, p.afresh(k)));
@@ -1069,14 +1074,7 @@ fn feed_variable_losses(p: &mut ProbePolicy, lost: u64, from: u64) -> Vec<(u64, 
             min_rtt_us: 50_000,
             ..Measurement::default()
         };
-        let d = p.decide(&Features {
-            measurement: &m,
-            current,
-            candidates: &NAMES,
-            now_us: m.now_us,
-            srtt_us: 50_000,
-            reports: i,
-        });
+        let d = decide_on(p, current, &m, 50_000, i);
         if let Decision::SwitchTo(c) = d {
             moves.push((i, c, p.afresh(c)));
             current = c;

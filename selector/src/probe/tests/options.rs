@@ -185,14 +185,7 @@ fn run_queued(p: &mut ProbePolicy, late_rtt_us: u64, cv: f64) -> Vec<Decision> {
             min_rtt_us: 50_000,
             ..Measurement::default()
         };
-        let d = p.decide(&Features {
-            measurement: &m,
-            current,
-            candidates: &NAMES,
-            now_us: m.now_us,
-            srtt_us: 50_000,
-            reports: i,
-        });
+        let d = decide_on(p, current, &m, 50_000, i);
         if let Decision::SwitchTo(k) = d {
             current = k;
         }
