@@ -165,9 +165,9 @@ impl Watch {
     /// where mixes with BBR keep ARC's losses inside the band. Left out: flows the held-queue
     /// watch moved to ARC mid-flow (their buffers are deeper, and ARC's slow start afresh
     /// overflows them for seconds; moving them too lost on `selection-train`). Chosen on the
-    /// three validation sets (+0.0067 per condition), it lost on the third test set (-0.0012:
-    /// its moves more than 10 s after the probe's, over deeper buffers than its box was meant
-    /// for, lost) and on the recurring-flow sets, so it is not deployed
+    /// three validation sets (+0.0067 per condition), it lost on the third test set (-0.0012)
+    /// and on the recurring-flow sets, and gained only within its noise on the fresh
+    /// `selection-val3` (+0.0043), so it is not deployed
     /// (`docs/selector/measured-not-deployed.md`, "A watch from the probe's move to ARC").
     pub fn overflowing_arc() -> Self {
         Self {
