@@ -174,6 +174,35 @@ pub struct DecisionRow {
     pub scores: String,
 }
 
+impl DecisionRow {
+    /// The row of a decision whose leading columns are `head`'s (the run, the flow, the time
+    /// and the candidates), with the policy's `features` and `scores`.
+    pub fn explaining(head: SwapRow, features: String, scores: String) -> Self {
+        let SwapRow {
+            scenario,
+            condition,
+            scheme,
+            seed,
+            sock_id,
+            t_s,
+            from,
+            to,
+        } = head;
+        Self {
+            scenario,
+            condition,
+            scheme,
+            seed,
+            sock_id,
+            t_s,
+            from,
+            to,
+            features,
+            scores,
+        }
+    }
+}
+
 /// Why results could not be read or written.
 #[derive(Debug, Error)]
 pub enum ResultsError {

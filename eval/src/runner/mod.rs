@@ -709,10 +709,31 @@ pub fn path_changes(cond: &Condition) -> Vec<PathChange> {
         .collect()
 }
 
+/// The run and an event's flow, time and candidates (`names`: the candidates by index) as a
+/// `swaps.csv` row; a `decisions.csv` row leads with the same columns.
+fn event_row(
+    e: &Event,
+    names: &[&str],
+    scenario: &Scenario,
+    cond: &Condition,
+    job: &Job,
+) -> SwapRow {
+    let name = |i: usize| names.get(i).copied().unwrap_or("?").to_string();
+    SwapRow {
+        scenario: scenario.name.clone(),
+        condition: cond.id.clone(),
+        scheme: job.scheme.clone(),
+        seed: job.seed,
+        sock_id: e.sock_id,
+        t_s: e.time_us as f64 / 1e6,
+        from: name(e.from),
+        to: name(e.to),
+    }
+}
+
 /// The run's selector swaps and path-change re-seats (of its selector log's `events`) as rows.
 fn swap_rows(events: &[Event], scenario: &Scenario, cond: &Condition, job: &Job) -> Vec<SwapRow> {
     let names = selectors::candidate_names();
-    let name = |i: usize| names.get(i).copied().unwrap_or("?").to_string();
     // A path change or a drain re-seats the active candidate with one CHANGE_PROG, as a swap
     // does: it is a row with `from == to`, and counts as a swap.
     events
@@ -723,16 +744,7 @@ fn swap_rows(events: &[Event], scenario: &Scenario, cond: &Condition, job: &Job)
                 EventKind::Swap { .. } | EventKind::PathChange { .. } | EventKind::Drain { .. }
             )
         })
-        .map(|e| SwapRow {
-            scenario: scenario.name.clone(),
-            condition: cond.id.clone(),
-            scheme: job.scheme.clone(),
-            seed: job.seed,
-            sock_id: e.sock_id,
-            t_s: e.time_us as f64 / 1e6,
-            from: name(e.from),
-            to: name(e.to),
-        })
+        .map(|e| event_row(e, &names, scenario, cond, job))
         .collect()
 }
 
@@ -745,7 +757,6 @@ fn decision_rows(
     job: &Job,
 ) -> Vec<DecisionRow> {
     let names = selectors::candidate_names();
-    let name = |i: usize| names.get(i).copied().unwrap_or("?").to_string();
     let joined = |v: &[f64]| {
         v.iter()
             .map(|x| format!("{x:.6}"))
@@ -755,7 +766,7 @@ fn decision_rows(
     let named = |v: &[f64]| {
         v.iter()
             .enumerate()
-            .map(|(i, x)| format!("{}={x:.6}", name(i)))
+            .map(|(i, x)| format!("{}={x:.6}", names.get(i).copied().unwrap_or("?")))
             .collect::<Vec<_>>()
             .join(";")
     };
@@ -780,18 +791,11 @@ fn decision_rows(
             Some(last) => ask.is_some() && ask != last,
         };
         if keep {
-            rows.push(DecisionRow {
-                scenario: scenario.name.clone(),
-                condition: cond.id.clone(),
-                scheme: job.scheme.clone(),
-                seed: job.seed,
-                sock_id: e.sock_id,
-                t_s: e.time_us as f64 / 1e6,
-                from: name(e.from),
-                to: name(e.to),
-                features: joined(&x.features),
-                scores: named(&x.scores),
-            });
+            rows.push(DecisionRow::explaining(
+                event_row(e, &names, scenario, cond, job),
+                joined(&x.features),
+                named(&x.scores),
+            ));
         }
     }
     rows
