@@ -1,4 +1,5 @@
 //! The `ccp-eval` command line: `list`, `run`, `report`, `demo`, `agent`, `gen-data`, `train`,
+//! `score-probe`,
 //! as a library function so a researcher's own binary runs it with its algorithms registered
 //! ([`main_with`]).
 //!
@@ -191,6 +192,29 @@ enum Command {
         /// (0: no cross-validation).
         #[arg(long, default_value_t = 0)]
         folds: usize,
+        /// `probe`: after fitting, score the models on this directory's counterfactual rows
+        /// (another scenario's `gen-data --kind probe`, same window and starts) and print what
+        /// their moves earned per mode; repeatable.
+        #[arg(long)]
+        holdout: Vec<PathBuf>,
+        /// `probe`: write every scored flow's predicted and realised gain per target to
+        /// `cv.csv` (with --folds) and `holdout.csv` (with --holdout) in this directory.
+        #[arg(long)]
+        predictions: Option<PathBuf>,
+    },
+    /// Score a probe model set (e.g. the shipped `selector/models/probe`) on counterfactual
+    /// runs it was not fitted on (`gen-data --kind probe` of another scenario, same window
+    /// and starts): per mode, what its moves earn over staying against what a perfect choice
+    /// would, at the deployed margin.
+    ScoreProbe {
+        /// The model set's directory.
+        models: PathBuf,
+        /// Directories from `gen-data --kind probe`.
+        #[arg(required = true, num_args = 1..)]
+        data: Vec<PathBuf>,
+        /// Write every flow's predicted and realised gain per target to `holdout.csv` here.
+        #[arg(long)]
+        predictions: Option<PathBuf>,
     },
 }
 
@@ -293,6 +317,17 @@ pub fn main_with(registry: ccp_algorithms::Registry) -> ExitCode {
             gen_data(&scenario, &out, jobs, &kind, &probe)
         }
         cmd @ Command::Train { .. } => train_cmd(cmd),
+        Command::ScoreProbe {
+            models,
+            data,
+            predictions,
+        } => match crate::probe::score(&models, &data, predictions.as_deref()) {
+            Ok(summary) => {
+                println!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(2, &e),
+        },
     }
 }
 
@@ -309,6 +344,8 @@ fn train_cmd(cmd: Command) -> ExitCode {
         jobs,
         bags,
         folds,
+        holdout,
+        predictions,
     } = cmd
     else {
         return fail(2, "not a train command");
@@ -335,7 +372,14 @@ fn train_cmd(cmd: Command) -> ExitCode {
         }
         "probe" if bags == 0 => fail(2, "train probe: --bags must be at least 1"),
         "probe" if folds == 1 => fail(2, "train probe: --folds must be 0 or at least 2"),
-        "probe" => done(crate::probe::train(&data, &out, bags, folds)),
+        "probe" => done(crate::probe::train(
+            &data,
+            &out,
+            bags,
+            folds,
+            &holdout,
+            predictions.as_deref(),
+        )),
         _ => done(training::train(&policy, &data, &out, per_mode)),
     }
 }

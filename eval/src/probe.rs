@@ -330,15 +330,31 @@ pub fn gains(rows: &[ProbeRow]) -> Vec<ProbeSample> {
         .collect()
 }
 
-/// `train probe DIR... --out MODELS [--bags N] [--folds K]`: fits the probe models, `bags`
-/// boosters per (mode, candidate), on every directory's rows (their windows and starts must
-/// agree) and writes them; with `folds` (at least 2), first cross-validates them by path
-/// ([`cross_validate`], the deployed margin). Returns a summary.
-pub fn train(data: &[PathBuf], out: &Path, bags: usize, folds: usize) -> Result<String, String> {
+/// `train probe DIR... --out MODELS [--bags N] [--folds K] [--holdout DIR]...
+/// [--predictions DIR]`: fits the probe models, `bags` boosters per (mode, candidate), on
+/// every directory's rows (their windows and starts must agree) and writes them. With `folds`
+/// (at least 2), first cross-validates them by path ([`cross_validate`], the deployed margin);
+/// with `holdout` directories (other scenarios' counterfactual rows, same window and starts),
+/// scores the fitted models on them ([`hold_out`]). With `predictions`, every scored flow's
+/// predicted and realised gain per target goes to `cv.csv` and `holdout.csv` there. Returns a
+/// summary.
+pub fn train(
+    data: &[PathBuf],
+    out: &Path,
+    bags: usize,
+    folds: usize,
+    holdout: &[PathBuf],
+    predictions: Option<&Path>,
+) -> Result<String, String> {
     let mut meta: Option<ProbeMeta> = None;
     let mut samples = Vec::new();
     let mut all = Vec::new();
-    for d in data {
+    let mut held = Vec::new();
+    for (d, is_holdout) in data
+        .iter()
+        .map(|d| (d, false))
+        .chain(holdout.iter().map(|d| (d, true)))
+    {
         let m = read_meta(d)?;
         if let Some(first) = &meta
             && *first != m
@@ -350,36 +366,44 @@ pub fn train(data: &[PathBuf], out: &Path, bags: usize, folds: usize) -> Result<
         }
         meta = Some(m);
         let rows = read_rows(&d.join(DATA_FILE))?;
-        samples.extend(gains(&rows));
-        all.extend(rows);
+        if is_holdout {
+            held.extend(rows);
+        } else {
+            samples.extend(gains(&rows));
+            all.extend(rows);
+        }
     }
     let meta = meta.ok_or("no data directory")?;
+    if let Some(dir) = predictions {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let margin = ccp_selector::probe::DEFAULT_MARGIN;
     let mut summary = String::new();
     if folds > 0 {
-        let margin = ccp_selector::probe::DEFAULT_MARGIN;
-        let cv = cross_validate(&all, &meta, folds, bags, margin, 0)?;
+        let mut rows = Vec::new();
+        let cv = cross_validate_with(&all, &meta, folds, bags, margin, 0, &mut rows)?;
         let _ = write!(
             summary,
             "cross-validated ({folds} folds by path, margin {margin}):"
         );
-        for (mode, m) in &cv {
-            let _ = write!(
-                summary,
-                " {}: {} flows, gain {:+.4} of {:.4} per flow, {} moves ({} lose);",
-                mode.name(),
-                m.flows,
-                m.gain,
-                m.oracle,
-                m.moves,
-                m.harmful
-            );
+        describe(&mut summary, &cv);
+        if let Some(dir) = predictions {
+            write_predictions(&dir.join("cv.csv"), &rows)?;
         }
-        summary.push('\n');
     }
     let starts = meta.starts_by_mode()?;
     let models = ProbeModels::train_bags(&samples, meta.window, starts.clone(), bags)
         .map_err(|e| e.to_string())?;
     models.save(out).map_err(|e| e.to_string())?;
+    if !holdout.is_empty() {
+        let mut rows = Vec::new();
+        let scores = hold_out(&models, &held, margin, &mut rows);
+        let _ = write!(summary, "held out (margin {margin}):");
+        describe(&mut summary, &scores);
+        if let Some(dir) = predictions {
+            write_predictions(&dir.join("holdout.csv"), &rows)?;
+        }
+    }
     let _ = write!(
         summary,
         "{} samples, bags: {}; starts",
@@ -400,7 +424,19 @@ pub fn train(data: &[PathBuf], out: &Path, bags: usize, folds: usize) -> Result<
 /// One flow of the counterfactual rows: its probe's features and each target's score.
 type Flow<'a> = ([f64; N_FEATURES], BTreeMap<&'a str, f64>);
 
-/// A cross-validation of the probe's models on counterfactual rows, per mode.
+/// The counterfactual rows by flow: (condition, seed, mode) -> (features, target -> score).
+fn flows_of(rows: &[ProbeRow]) -> BTreeMap<(&str, u64, Mode), Flow<'_>> {
+    let mut flows: BTreeMap<(&str, u64, Mode), Flow<'_>> = BTreeMap::new();
+    for r in rows {
+        let e = flows
+            .entry((r.condition.as_str(), r.seed, r.mode))
+            .or_insert_with(|| (r.features, BTreeMap::new()));
+        e.1.insert(r.target.as_str(), r.score);
+    }
+    flows
+}
+
+/// What the probe's models made of counterfactual rows they were not fitted on, per mode.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CvMode {
     /// Flows (condition, seed) with a run that stayed on the start.
@@ -413,6 +449,87 @@ pub struct CvMode {
     pub moves: usize,
     /// Moves that lost against staying.
     pub harmful: usize,
+}
+
+/// One target of one held-out flow: what the models predicted a move there would gain and
+/// what it gained (a row of `--predictions`' `cv.csv` and `holdout.csv`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    /// Condition id.
+    pub condition: String,
+    /// Seed.
+    pub seed: u64,
+    /// Mode of the flow.
+    pub mode: &'static str,
+    /// The candidate moved to (the start: the flow stays, predicted and gained 0).
+    pub target: String,
+    /// The models' predicted gain over staying.
+    pub predicted: f64,
+    /// The run's score minus the stay run's.
+    pub gain: f64,
+}
+
+/// Scores `models` on `flows` (those `keep` accepts): each flow moves to the candidate with
+/// the largest predicted gain if it exceeds `margin`, and earns what that move's run earned
+/// over staying; every target's prediction goes to `predictions`. Flows without a stay run
+/// are skipped.
+fn score_flows(
+    models: &ProbeModels,
+    flows: &BTreeMap<(&str, u64, Mode), Flow<'_>>,
+    keep: impl Fn(&str) -> bool,
+    margin: f64,
+    out: &mut BTreeMap<Mode, CvMode>,
+    predictions: &mut Vec<Prediction>,
+) {
+    let (mut scores, mut names) = (Vec::new(), Vec::new());
+    for ((cond, seed, mode), (features, by_target)) in flows {
+        if !keep(cond) {
+            continue;
+        }
+        let Some(start) = models.start_for(*mode) else {
+            continue;
+        };
+        let Some(stay) = by_target.get(start) else {
+            continue;
+        };
+        names.clear();
+        names.extend(by_target.keys().copied());
+        models.predict(*mode, &names, features, &mut scores);
+        predictions.extend(names.iter().zip(&scores).map(|(n, p)| Prediction {
+            condition: (*cond).to_string(),
+            seed: *seed,
+            mode: mode.name(),
+            target: (*n).to_string(),
+            predicted: *p,
+            gain: by_target[n] - stay,
+        }));
+        let best = names
+            .iter()
+            .zip(&scores)
+            .filter(|(n, _)| **n != start)
+            .max_by(|a, b| a.1.total_cmp(b.1));
+        let m = out.entry(*mode).or_default();
+        m.flows += 1;
+        m.oracle += by_target.values().map(|s| s - stay).fold(0.0, f64::max);
+        if let Some((n, p)) = best
+            && *p > margin
+        {
+            let g = by_target[n] - stay;
+            m.gain += g;
+            m.moves += 1;
+            m.harmful += usize::from(g < 0.0);
+        }
+    }
+}
+
+/// Turns the sums of [`score_flows`] into means per flow.
+fn per_flow(mut out: BTreeMap<Mode, CvMode>) -> BTreeMap<Mode, CvMode> {
+    for m in out.values_mut() {
+        let n = m.flows.max(1) as f64;
+        m.oracle /= n;
+        m.gain /= n;
+    }
+    out
 }
 
 /// `folds`-fold cross-validation by path: each condition's flows are held out together, the
@@ -428,6 +545,19 @@ pub fn cross_validate(
     bags: usize,
     margin: f64,
     seed: u64,
+) -> Result<BTreeMap<Mode, CvMode>, String> {
+    cross_validate_with(rows, meta, folds, bags, margin, seed, &mut Vec::new())
+}
+
+/// [`cross_validate`], with every held-out flow's predictions added to `predictions`.
+fn cross_validate_with(
+    rows: &[ProbeRow],
+    meta: &ProbeMeta,
+    folds: usize,
+    bags: usize,
+    margin: f64,
+    seed: u64,
+    predictions: &mut Vec<Prediction>,
 ) -> Result<BTreeMap<Mode, CvMode>, String> {
     let starts = meta.starts_by_mode()?;
     let mut paths: Vec<&str> = rows.iter().map(|r| r.condition.as_str()).collect();
@@ -449,16 +579,8 @@ pub fn cross_validate(
         .enumerate()
         .map(|(i, p)| (*p, i % folds))
         .collect();
-    // Flows: (condition, seed, mode) -> (features, target -> score).
-    let mut flows: BTreeMap<(&str, u64, Mode), Flow<'_>> = BTreeMap::new();
-    for r in rows {
-        let e = flows
-            .entry((r.condition.as_str(), r.seed, r.mode))
-            .or_insert_with(|| (r.features, BTreeMap::new()));
-        e.1.insert(r.target.as_str(), r.score);
-    }
+    let flows = flows_of(rows);
     let mut out: BTreeMap<Mode, CvMode> = BTreeMap::new();
-    let (mut scores, mut names) = (Vec::new(), Vec::new());
     let samples = gains(rows);
     for f in 0..folds {
         let train: Vec<ProbeSample> = samples
@@ -468,44 +590,99 @@ pub fn cross_validate(
             .collect();
         let models = ProbeModels::train_bags(&train, meta.window, starts.clone(), bags)
             .map_err(|e| format!("fold {f}: {e}"))?;
-        for ((cond, _, mode), (features, by_target)) in &flows {
-            if fold[cond] != f {
-                continue;
-            }
-            let Some(start) = starts.get(mode) else {
-                continue;
-            };
-            let Some(stay) = by_target.get(start.as_str()) else {
-                continue;
-            };
-            names.clear();
-            names.extend(by_target.keys().copied());
-            models.predict(*mode, &names, features, &mut scores);
-            let best = names
-                .iter()
-                .zip(&scores)
-                .filter(|(n, _)| **n != start.as_str())
-                .max_by(|a, b| a.1.total_cmp(b.1));
-            let m = out.entry(*mode).or_default();
-            m.flows += 1;
-            let oracle = by_target.values().map(|s| s - stay).fold(0.0, f64::max);
-            m.oracle += oracle;
-            if let Some((n, p)) = best
-                && *p > margin
-            {
-                let g = by_target[n] - stay;
-                m.gain += g;
-                m.moves += 1;
-                m.harmful += usize::from(g < 0.0);
-            }
+        score_flows(
+            &models,
+            &flows,
+            |c| fold[c] == f,
+            margin,
+            &mut out,
+            predictions,
+        );
+    }
+    Ok(per_flow(out))
+}
+
+/// Scores `models` on counterfactual rows they were not fitted on (another scenario's
+/// `gen-data --kind probe`), as [`cross_validate`] scores a fold, with every flow's
+/// predictions added to `predictions`.
+pub fn hold_out(
+    models: &ProbeModels,
+    rows: &[ProbeRow],
+    margin: f64,
+    predictions: &mut Vec<Prediction>,
+) -> BTreeMap<Mode, CvMode> {
+    let mut out = BTreeMap::new();
+    score_flows(
+        models,
+        &flows_of(rows),
+        |_| true,
+        margin,
+        &mut out,
+        predictions,
+    );
+    per_flow(out)
+}
+
+/// `score-probe MODELS DATA... [--predictions DIR]`: scores a saved model set on
+/// counterfactual rows ([`hold_out`], the deployed margin); the rows' window and starts must be
+/// the models'. Returns a summary.
+pub fn score(
+    models: &Path,
+    data: &[PathBuf],
+    predictions: Option<&Path>,
+) -> Result<String, String> {
+    let set = ProbeModels::load(models).map_err(|e| format!("{}: {e}", models.display()))?;
+    let mut rows = Vec::new();
+    for d in data {
+        let m = read_meta(d)?;
+        let starts = m.starts_by_mode()?;
+        if m.window != set.window || starts != set.starts {
+            return Err(format!(
+                "{}: window or starts differ from the models' ({})",
+                d.display(),
+                models.display()
+            ));
         }
+        rows.extend(read_rows(&d.join(DATA_FILE))?);
     }
-    for m in out.values_mut() {
-        let n = m.flows.max(1) as f64;
-        m.oracle /= n;
-        m.gain /= n;
+    let margin = ccp_selector::probe::DEFAULT_MARGIN;
+    let mut preds = Vec::new();
+    let scores = hold_out(&set, &rows, margin, &mut preds);
+    if let Some(dir) = predictions {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        write_predictions(&dir.join("holdout.csv"), &preds)?;
     }
-    Ok(out)
+    let mut summary = format!("{} scored (margin {margin}):", models.display());
+    describe(&mut summary, &scores);
+    summary.pop();
+    Ok(summary)
+}
+
+/// Appends one line per mode of `scores` to `summary`.
+fn describe(summary: &mut String, scores: &BTreeMap<Mode, CvMode>) {
+    for (mode, m) in scores {
+        let _ = write!(
+            summary,
+            " {}: {} flows, gain {:+.4} of {:.4} per flow, {} moves ({} lose);",
+            mode.name(),
+            m.flows,
+            m.gain,
+            m.oracle,
+            m.moves,
+            m.harmful
+        );
+    }
+    summary.push('\n');
+}
+
+/// Writes prediction rows as CSV.
+fn write_predictions(path: &Path, rows: &[Prediction]) -> Result<(), String> {
+    let mut w = csv::Writer::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    for r in rows {
+        w.serialize(r)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    w.flush().map_err(|e| format!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -604,6 +781,27 @@ mod tests {
         // The held-out paths are told apart by feature 0: every move is right.
         assert_eq!((m.moves, m.harmful), (80, 0), "{m:?}");
         assert!((m.gain - 0.25).abs() < 1e-9, "{m:?}");
+        // Models fitted on every path and scored on them as a held-out set move the same
+        // flows, and every flow's targets become prediction rows (the stay predicted 0).
+        let starts = meta.starts_by_mode().unwrap();
+        let models = ProbeModels::train(&gains(&rows), meta.window, starts).unwrap();
+        let mut preds = Vec::new();
+        let h = &hold_out(&models, &rows, 0.1, &mut preds)[&Mode::Default];
+        assert_eq!((h.flows, h.moves, h.harmful), (160, 80, 0), "{h:?}");
+        assert!((h.gain - 0.25).abs() < 1e-9 && (h.oracle - 0.25).abs() < 1e-9);
+        assert_eq!(preds.len(), 320);
+        assert!(
+            preds
+                .iter()
+                .filter(|p| p.target == "bbr")
+                .all(|p| p.predicted == 0.0 && p.gain == 0.0)
+        );
+        assert!(
+            preds
+                .iter()
+                .filter(|p| p.target == "copa")
+                .all(|p| (p.predicted > 0.1) == (p.gain > 0.0))
+        );
         // Too few paths for the folds, or one fold: an error.
         assert!(cross_validate(&rows[..16], &meta, 5, 1, 0.1, 7).is_err());
         assert!(cross_validate(&rows, &meta, 1, 1, 0.1, 7).is_err());

@@ -244,6 +244,52 @@ fn refuses_data_that_does_not_fit(dir: &Path, data: &Path, models: &Path) {
     let o = train_probe(data, models, &["--folds", "1"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--folds"));
+    // A held-out set is scored and its predictions written, one row per flow and target; one
+    // recorded with another window is refused like training data.
+    let preds = dir.join("predictions");
+    let (d, p) = (data.to_str().unwrap(), preds.to_str().unwrap());
+    let o = train_probe(data, models, &["--holdout", d, "--predictions", p]);
+    ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("held out (margin"), "{out}");
+    let rows = std::fs::read_to_string(preds.join("holdout.csv")).unwrap();
+    let data_rows = std::fs::read_to_string(data.join("probe.csv")).unwrap();
+    assert_eq!(rows.lines().count(), data_rows.lines().count());
+    assert!(rows.starts_with("condition,seed,mode,target,predicted,gain\n"));
+    assert!(!preds.join("cv.csv").exists());
+    std::fs::write(
+        other.join("probe.json"),
+        std::fs::read_to_string(data.join("probe.json"))
+            .unwrap()
+            .replace("1500", "900"),
+    )
+    .unwrap();
+    let o = train_probe(data, models, &["--holdout", other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("differ"));
+    // A saved set scored on the rows it was fitted on: the same table as --holdout printed.
+    let m = models.to_str().unwrap();
+    let o = eval(&["score-probe", m, d, "--predictions", p], None);
+    ok(&o);
+    let scored = String::from_utf8_lossy(&o.stdout);
+    let line = |s: &str| {
+        s.split("(margin")
+            .nth(1)
+            .map(|t| t.lines().next().unwrap().to_string())
+    };
+    assert_eq!(line(&scored), line(&out), "{scored}");
+    assert_eq!(
+        std::fs::read_to_string(preds.join("holdout.csv")).unwrap(),
+        rows
+    );
+    let o = eval(&["score-probe", m, other.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("differ"));
+    let o = eval(
+        &["score-probe", dir.join("none").to_str().unwrap(), d],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
 }
 
 /// `ccp-eval train probe DATA --out OUT` with `extra` arguments.
