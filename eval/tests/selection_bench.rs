@@ -194,7 +194,8 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// seconds with the first (the same first half of each recording). The third test set
 /// (`selection-bench-test3`, thirty conditions per class) is like the second: nothing shared
 /// with training or validation, no seed or path with the other test sets, trace seconds from
-/// the same held-out quarter. The recurring-flow sets of the path memory (`selection-recurring`
+/// the same held-out quarter; and so is the fourth (`selection-bench-test4`, as large, drawn
+/// once the third had been consulted for three choices). The recurring-flow sets of the path memory (`selection-recurring`
 /// and its test twin) are two more draws of the four long-flow classes, six finite flows to
 /// one destination per path: the validation one takes its trace seconds from the validation
 /// quarter, the test one from the held-out quarter.
@@ -214,7 +215,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         load("selection-bench-test3"),
         load("selection-val2"),
     );
-    let val3 = load("selection-val3");
+    let (val3, test4) = (load("selection-val3"), load("selection-bench-test4"));
     assert_eq!(
         classes(&val),
         classes(&test),
@@ -236,6 +237,11 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         classes(&val).keys().collect::<Vec<_>>()
     );
     assert!(classes(&test3).values().all(|&n| n >= 30));
+    assert_eq!(
+        classes(&test4),
+        classes(&test3),
+        "as many conditions per class"
+    );
     assert_eq!(classes(&val).len(), 6);
     assert!(classes(&val).values().all(|&n| n >= 10));
     assert_eq!(
@@ -248,7 +254,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         "as many conditions per class"
     );
     assert!(
-        [&val, &test, &test2, &test3]
+        [&val, &test, &test2, &test3, &test4]
             .iter()
             .all(|s| s.seeds.len() >= 3)
     );
@@ -259,6 +265,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         &test,
         &test2,
         &test3,
+        &test4,
         &val2,
         &val3,
         &recurring,
@@ -359,6 +366,7 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
                     "selection-bench-test",
                     "selection-bench-test2",
                     "selection-bench-test3",
+                    "selection-bench-test4",
                     "selection-recurring-test",
                 ],
                 &[

@@ -1,5 +1,5 @@
 """The selection sets built into `ccp-eval` are what `eval/selection/generate.py` draws: the
-recurring-flow sets and the third validation set are regenerated with the arguments
+recurring-flow sets, the third validation set and the fourth test set are regenerated with the arguments
 `docs/selector/path-memory.md` and `docs/selector.md` give and must match the files byte for
 byte, and each recurring flow is sized to its path."""
 
@@ -51,6 +51,16 @@ def test_the_third_validation_set_is_the_generators_draw(capsys):
     assert generator().main([
         "selection-val3", "--seed", "801", "--per-class", "30", "--seeds", "801,802,803",
         "--segment", "0.5,0.75", "--schemes", TWELVE, "--description", description,
+    ]) == 0
+    assert capsys.readouterr().out == stored
+
+
+def test_the_fourth_test_set_is_the_generators_draw(capsys):
+    stored = scenario_text("selection-bench-test4")
+    description = tomllib.loads(stored)["description"]
+    assert generator().main([
+        "selection-bench-test4", "--seed", "901", "--per-class", "30", "--seeds", "901,902,903",
+        "--segment", "0.75,1.0", "--schemes", TWELVE, "--description", description,
     ]) == 0
     assert capsys.readouterr().out == stored
 
