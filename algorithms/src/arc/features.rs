@@ -92,6 +92,11 @@ impl Observer {
         self.history.len() * FEATURES.len()
     }
 
+    /// The largest delivery rate the flow has seen, bytes/s (0: none yet).
+    pub fn max_delivery(&self) -> f64 {
+        self.max_delivery
+    }
+
     /// The state: the last `history` rows, oldest first, flattened into `out` (cleared first).
     pub fn state_into(&self, out: &mut Vec<f32>) {
         out.clear();
@@ -264,6 +269,26 @@ impl RateControl {
         self.cwnd = (2.0 * self.rate * srtt_s).max(4.0 * self.mss);
     }
 
+    /// What the `arc` algorithm and the `rate` training environment do with action `a`:
+    /// [`RateControl::apply`] over the observer's smoothed RTT, then [`RateControl::limit`] at
+    /// [`RATIO_CAP`] times the largest delivery rate the flow has seen: past that the state's
+    /// send ratio saturates, so the actor could not see the rate grow.
+    pub fn steer(&mut self, a: f64, observer: &Observer) {
+        let srtt_s = observer.srtt_s();
+        self.apply(a, srtt_s);
+        self.limit(RATIO_CAP * observer.max_delivery(), srtt_s);
+    }
+
+    /// Holds the rate at or under `ceiling` bytes/s (not positive or not finite: no ceiling)
+    /// and the window at what that rate needs over `srtt_s`, as [`RateControl::apply`] sets
+    /// it.
+    pub fn limit(&mut self, ceiling: f64, srtt_s: f64) {
+        if ceiling.is_finite() && ceiling > 0.0 && self.rate > ceiling {
+            self.rate = ceiling.max(MIN_RATE_BYTES_PER_SEC);
+            self.cwnd = (2.0 * self.rate * srtt_s).max(4.0 * self.mss);
+        }
+    }
+
     /// A retransmission timeout: rate and window halve (the window to at most half of what it
     /// was, at least 2 MSS).
     pub fn timeout(&mut self) {
@@ -353,5 +378,46 @@ mod tests {
         let before = r.cwnd_bytes();
         r.timeout();
         assert!(r.cwnd_bytes() < before);
+    }
+
+    #[test]
+    fn the_rate_stays_within_what_the_state_can_see() {
+        let mut r = RateControl::new(1000, 10_000, 0.5);
+        r.apply(0.0, 0.1);
+        // No ceiling, or one above the rate: nothing changes.
+        for c in [0.0, -1.0, f64::NAN, f64::INFINITY, 200_000.0] {
+            let before = r;
+            r.limit(c, 0.1);
+            assert_eq!(r, before, "{c}");
+        }
+        // A ceiling under the floor: the floor.
+        let mut low = r;
+        low.limit(1.0, 0.1);
+        assert!((low.rate - MIN_RATE_BYTES_PER_SEC).abs() < 1e-6);
+        assert_eq!(low.cwnd_bytes(), 4000);
+        // Through an observer that saw 100 kB/s delivered: raised up to ten times that, held
+        // there with the window the rate needs, and cut from there.
+        let mut o = Observer::new(&start(), 2);
+        o.observe(
+            &Measurement {
+                now_us: 100_000,
+                acked_bytes: 10_000,
+                rtt_us: 100_000,
+                min_rtt_us: 100_000,
+                rate_incoming_bytes_per_sec: 100_000,
+                rate_outgoing_bytes_per_sec: 100_000,
+                ..Measurement::default()
+            },
+            0.0,
+        );
+        assert!((o.max_delivery() - 100_000.0).abs() < 1e-9);
+        let srtt_s = o.srtt_s();
+        for _ in 0..50 {
+            r.steer(1.0, &o);
+        }
+        assert!((r.rate - 1_000_000.0).abs() < 1e-6);
+        assert!((r.cwnd - 2.0 * 1_000_000.0 * srtt_s).abs() < 1e-6);
+        r.steer(-1.0, &o);
+        assert!((r.rate - 1_000_000.0 / 1.5).abs() < 1e-6);
     }
 }

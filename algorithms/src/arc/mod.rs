@@ -42,7 +42,11 @@
 //! store (online training records decisions through [`TrajectorySink`]; the agent's store is
 //! `SQLite`), and its reward weights (training uses the environment's `ln(throughput / RTT)`).
 //! A retransmission timeout halves rate and window, and the action due then is dropped (the
-//! paper does not say). Without a model
+//! paper does not say). One addition: the rate never exceeds [`features::RATIO_CAP`] times the
+//! largest delivery rate the flow has seen, where the state's send ratio saturates
+//! ([`features::RateControl::steer`]). Without it, on cellular paths that lost nearly every
+//! packet the shipped actor kept raising a rate it could no longer see, to about 10 Gbit/s
+//! into a link of a few Mbit/s. Without a model
 //! ([`AlgorithmConfig::ready`] says why; tools refuse to start flows) a flow keeps its initial
 //! window, unpaced.
 
@@ -467,7 +471,7 @@ impl Algorithm for ArcCc {
             // A due action is dropped: the timeout's halving goes first.
             self.control.timeout();
         } else if let Some((a, _, _)) = applied {
-            self.control.apply(a, self.observer.srtt_s());
+            self.control.steer(a, &self.observer);
             self.in_force = a;
         }
         let applied = applied.filter(|_| !m.timeout);

@@ -3,7 +3,7 @@
 //!
 //! - `rate` (ARC §4, Aurora's action): ARC's own state and rate rule
 //!   (`ccp_algorithms::arc::features`: the same code the `arc` algorithm runs, so a trained
-//!   actor sees in deployment what it saw here). Decisions come every `interval_rtts` RTTs
+//!   actor sees in deployment what it saw here, the rate's ceiling included). Decisions come every `interval_rtts` RTTs
 //!   (default 0.5: the suite's half-RTT program, `ccp_algorithms::programs::every_rtts`).
 //! - `cwnd` (RL-TCP/Orca style): the same state; the action scales the window by
 //!   `2^(delta * a)` once per RTT; unpaced.
@@ -132,7 +132,7 @@ impl Algorithm for Controlled {
         };
         self.last_action = a;
         match self.knob {
-            Knob::Rate => self.control.apply(a, self.observer.srtt_s()),
+            Knob::Rate => self.control.steer(a, &self.observer),
             Knob::Cwnd => {
                 self.control.cwnd =
                     (self.control.cwnd * (self.control.delta * a).exp2()).max(2.0 * self.mss);
