@@ -381,7 +381,7 @@ pub fn train(
     let mut summary = String::new();
     if folds > 0 {
         let mut rows = Vec::new();
-        let cv = cross_validate_with(&all, &meta, folds, bags, margin, 0, &mut rows)?;
+        let cv = cross_validate(&all, &meta, folds, bags, margin, 0, &mut rows)?;
         let _ = write!(
             summary,
             "cross-validated ({folds} folds by path, margin {margin}):"
@@ -538,19 +538,8 @@ fn per_flow(mut out: BTreeMap<Mode, CvMode>) -> BTreeMap<Mode, CvMode> {
 /// move earned (its row's score minus the stay run's) is the flow's gain. Folds are drawn by a
 /// shuffle of the sorted conditions seeded with `seed`. Errors when a fold's training rows fit
 /// no model.
+/// Every held-out flow's predictions are added to `predictions`.
 pub fn cross_validate(
-    rows: &[ProbeRow],
-    meta: &ProbeMeta,
-    folds: usize,
-    bags: usize,
-    margin: f64,
-    seed: u64,
-) -> Result<BTreeMap<Mode, CvMode>, String> {
-    cross_validate_with(rows, meta, folds, bags, margin, seed, &mut Vec::new())
-}
-
-/// [`cross_validate`], with every held-out flow's predictions added to `predictions`.
-fn cross_validate_with(
     rows: &[ProbeRow],
     meta: &ProbeMeta,
     folds: usize,
@@ -774,7 +763,7 @@ mod tests {
             window: ProbeWindow::default(),
             starts: BTreeMap::from([("default".to_string(), "bbr".to_string())]),
         };
-        let cv = cross_validate(&rows, &meta, 5, 1, 0.1, 7).unwrap();
+        let cv = cross_validate(&rows, &meta, 5, 1, 0.1, 7, &mut Vec::new()).unwrap();
         let m = &cv[&Mode::Default];
         assert_eq!(m.flows, 160);
         assert!((m.oracle - 0.25).abs() < 1e-9, "{m:?}");
@@ -803,7 +792,7 @@ mod tests {
                 .all(|p| (p.predicted > 0.1) == (p.gain > 0.0))
         );
         // Too few paths for the folds, or one fold: an error.
-        assert!(cross_validate(&rows[..16], &meta, 5, 1, 0.1, 7).is_err());
-        assert!(cross_validate(&rows, &meta, 1, 1, 0.1, 7).is_err());
+        assert!(cross_validate(&rows[..16], &meta, 5, 1, 0.1, 7, &mut Vec::new()).is_err());
+        assert!(cross_validate(&rows, &meta, 1, 1, 0.1, 7, &mut Vec::new()).is_err());
     }
 }

@@ -210,13 +210,12 @@ fn refuses_data_that_does_not_fit(dir: &Path, data: &Path, models: &Path) {
     let other = dir.join("other");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::copy(data.join("probe.csv"), other.join("probe.csv")).unwrap();
-    std::fs::write(
-        other.join("probe.json"),
-        std::fs::read_to_string(data.join("probe.json"))
-            .unwrap()
-            .replace("1500", "900"),
-    )
-    .unwrap();
+    // The same rows, recorded with another window.
+    let other_window = || {
+        let meta = std::fs::read_to_string(data.join("probe.json")).unwrap();
+        std::fs::write(other.join("probe.json"), meta.replace("1500", "900")).unwrap();
+    };
+    other_window();
     let both = [
         "train",
         "probe",
@@ -257,13 +256,7 @@ fn refuses_data_that_does_not_fit(dir: &Path, data: &Path, models: &Path) {
     assert_eq!(rows.lines().count(), data_rows.lines().count());
     assert!(rows.starts_with("condition,seed,mode,target,predicted,gain\n"));
     assert!(!preds.join("cv.csv").exists());
-    std::fs::write(
-        other.join("probe.json"),
-        std::fs::read_to_string(data.join("probe.json"))
-            .unwrap()
-            .replace("1500", "900"),
-    )
-    .unwrap();
+    other_window();
     let o = train_probe(data, models, &["--holdout", other.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("differ"));

@@ -45,22 +45,16 @@ def test_the_recurring_sets_are_the_generators_draws(name, seed, seeds, segment,
     assert capsys.readouterr().out == stored
 
 
-def test_the_third_validation_set_is_the_generators_draw(capsys):
-    stored = scenario_text("selection-val3")
+@pytest.mark.parametrize("name, seed, seeds, segment", [
+    ("selection-val3", "801", "801,802,803", "0.5,0.75"),
+    ("selection-bench-test4", "901", "901,902,903", "0.75,1.0"),
+])
+def test_the_newer_sets_are_the_generators_draws(name, seed, seeds, segment, capsys):
+    stored = scenario_text(name)
     description = tomllib.loads(stored)["description"]
     assert generator().main([
-        "selection-val3", "--seed", "801", "--per-class", "30", "--seeds", "801,802,803",
-        "--segment", "0.5,0.75", "--schemes", TWELVE, "--description", description,
-    ]) == 0
-    assert capsys.readouterr().out == stored
-
-
-def test_the_fourth_test_set_is_the_generators_draw(capsys):
-    stored = scenario_text("selection-bench-test4")
-    description = tomllib.loads(stored)["description"]
-    assert generator().main([
-        "selection-bench-test4", "--seed", "901", "--per-class", "30", "--seeds", "901,902,903",
-        "--segment", "0.75,1.0", "--schemes", TWELVE, "--description", description,
+        name, "--seed", seed, "--per-class", "30", "--seeds", seeds, "--segment", segment,
+        "--schemes", TWELVE, "--description", description,
     ]) == 0
     assert capsys.readouterr().out == stored
 
