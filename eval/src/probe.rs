@@ -346,37 +346,20 @@ pub fn train(
     holdout: &[PathBuf],
     predictions: Option<&Path>,
 ) -> Result<String, String> {
+    let first = "the first directory's (use gen-data --starts)";
     let mut meta: Option<ProbeMeta> = None;
     let mut samples = Vec::new();
     let mut all = Vec::new();
+    for d in data {
+        let rows = read_dir(d, &mut meta, first)?;
+        samples.extend(gains(&rows));
+        all.extend(rows);
+    }
     let mut held = Vec::new();
-    for (d, is_holdout) in data
-        .iter()
-        .map(|d| (d, false))
-        .chain(holdout.iter().map(|d| (d, true)))
-    {
-        let m = read_meta(d)?;
-        if let Some(first) = &meta
-            && *first != m
-        {
-            return Err(format!(
-                "{}: window or starts differ from the first directory's (use gen-data --starts)",
-                d.display()
-            ));
-        }
-        meta = Some(m);
-        let rows = read_rows(&d.join(DATA_FILE))?;
-        if is_holdout {
-            held.extend(rows);
-        } else {
-            samples.extend(gains(&rows));
-            all.extend(rows);
-        }
+    for d in holdout {
+        held.extend(read_dir(d, &mut meta, first)?);
     }
     let meta = meta.ok_or("no data directory")?;
-    if let Some(dir) = predictions {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
     let margin = ccp_selector::probe::DEFAULT_MARGIN;
     let mut summary = String::new();
     if folds > 0 {
@@ -388,7 +371,7 @@ pub fn train(
         );
         describe(&mut summary, &cv);
         if let Some(dir) = predictions {
-            write_predictions(&dir.join("cv.csv"), &rows)?;
+            write_predictions(dir, "cv.csv", &rows)?;
         }
     }
     let starts = meta.starts_by_mode()?;
@@ -401,7 +384,7 @@ pub fn train(
         let _ = write!(summary, "held out (margin {margin}):");
         describe(&mut summary, &scores);
         if let Some(dir) = predictions {
-            write_predictions(&dir.join("holdout.csv"), &rows)?;
+            write_predictions(dir, "holdout.csv", &rows)?;
         }
     }
     let _ = write!(
@@ -621,25 +604,20 @@ pub fn score(
     predictions: Option<&Path>,
 ) -> Result<String, String> {
     let set = ProbeModels::load(models).map_err(|e| format!("{}: {e}", models.display()))?;
+    let against = format!("the models' ({})", models.display());
+    let mut meta = Some(ProbeMeta {
+        window: set.window,
+        starts: names(&set.starts),
+    });
     let mut rows = Vec::new();
     for d in data {
-        let m = read_meta(d)?;
-        let starts = m.starts_by_mode()?;
-        if m.window != set.window || starts != set.starts {
-            return Err(format!(
-                "{}: window or starts differ from the models' ({})",
-                d.display(),
-                models.display()
-            ));
-        }
-        rows.extend(read_rows(&d.join(DATA_FILE))?);
+        rows.extend(read_dir(d, &mut meta, &against)?);
     }
     let margin = ccp_selector::probe::DEFAULT_MARGIN;
     let mut preds = Vec::new();
     let scores = hold_out(&set, &rows, margin, &mut preds);
     if let Some(dir) = predictions {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        write_predictions(&dir.join("holdout.csv"), &preds)?;
+        write_predictions(dir, "holdout.csv", &preds)?;
     }
     let mut summary = format!("{} scored (margin {margin}):", models.display());
     describe(&mut summary, &scores);
@@ -664,14 +642,31 @@ fn describe(summary: &mut String, scores: &BTreeMap<Mode, CvMode>) {
     summary.push('\n');
 }
 
-/// Writes prediction rows as CSV.
-fn write_predictions(path: &Path, rows: &[Prediction]) -> Result<(), String> {
-    let mut w = csv::Writer::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    for r in rows {
-        w.serialize(r)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+/// The rows of `gen-data --kind probe`'s directory `d`, whose window and starts must be
+/// `meta`'s (said to be `against`'s when they are not); `meta` becomes the directory's when
+/// it was `None`.
+fn read_dir(
+    d: &Path,
+    meta: &mut Option<ProbeMeta>,
+    against: &str,
+) -> Result<Vec<ProbeRow>, String> {
+    let m = read_meta(d)?;
+    if let Some(known) = meta.as_ref()
+        && *known != m
+    {
+        return Err(format!(
+            "{}: window or starts differ from {against}",
+            d.display()
+        ));
     }
-    w.flush().map_err(|e| format!("{}: {e}", path.display()))
+    *meta = Some(m);
+    read_rows(&d.join(DATA_FILE))
+}
+
+/// Writes prediction rows to `dir/name` as CSV (creating `dir`).
+fn write_predictions(dir: &Path, name: &str, rows: &[Prediction]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    crate::results::write_csv(&dir.join(name), rows).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

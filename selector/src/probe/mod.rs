@@ -569,13 +569,13 @@ impl ProbePolicy {
         let ProbeChoice::Predict { watches, .. } = &self.choice else {
             return;
         };
+        if self.mode != Mode::Default {
+            return;
+        }
         let start = self.forced.unwrap_or(self.initial);
         let (Some(on), Some(start)) = (self.names.get(running), self.names.get(start)) else {
             return;
         };
-        if self.mode != Mode::Default {
-            return;
-        }
         let (min_rtt_us, mss_bytes) = (self.stats.min_rtt_us(), self.stats.mss_bytes());
         self.watchers = watches
             .iter()
