@@ -70,9 +70,12 @@ $(MODELS) &: eval/models.version $(LPTCP_MODEL)
 
 # The probe policy's shipped models (`selector-probe`, selector/models/probe, docs/selector.md):
 # counterfactual runs on `selection-train` (every flow probed on its mode's start candidate, then
-# switched to each candidate in turn: about 7,200 30-s runs, 1-1.5 h on two cores) and the
-# regressors fitted on them. Not part of `make models`: the models are in the repository, like
-# TCP-RL's; run this after a change that moves the candidates or the simulator.
+# switched to each candidate in turn: about 7,200 30-s runs, 3 min on two cores since ARC's rate
+# ceiling, 1-1.5 h before) and the regressors fitted on them. Not part of `make models`: the
+# models are in the repository, like TCP-RL's; run this after a change that moves the candidates
+# or the simulator. The shipped set was fitted before the simulator's SACK compression and ARC's
+# ceiling; refits since lose on the validation sets and were not shipped
+# (docs/selector/measured-not-deployed.md).
 probe-model: deps $(LPTCP_MODEL)
 	$(EVAL) gen-data selection-train --kind probe --out results/probe-selection-train
 	$(EVAL) train probe results/probe-selection-train --out selector/models/probe
