@@ -366,6 +366,9 @@ impl SelectionPolicy for Recorded {
     fn afresh(&self, to: usize) -> bool {
         self.inner.afresh(to)
     }
+    fn afresh_floor(&self, to: usize) -> bool {
+        self.inner.afresh_floor(to)
+    }
     fn hysteresis(&self) -> Option<ccp_selector::HysteresisConfig> {
         self.inner.hysteresis()
     }

@@ -113,6 +113,13 @@ pub trait SelectionPolicy: Send {
     fn afresh(&self, _to: usize) -> bool {
         false
     }
+    /// Whether a swap to `to` made afresh ([`Self::afresh`]) also hands the incoming candidate
+    /// the flow's smoothed RTT as its RTT floor, as a flow started now over the standing queue
+    /// would measure it; otherwise the floor is the flow's minimum RTT, the path's, which
+    /// caps a window of bandwidth x floor (BBR's) under a competitor's standing queue.
+    fn afresh_floor(&self, _to: usize) -> bool {
+        false
+    }
     /// The hysteresis this report's decision passes instead of the selector's (`None`: the
     /// selector's). A policy that hands its flow to another one asks for that one's: TCP-RL's
     /// policy was trained with every decision taking effect, so behind the selector's loss hold

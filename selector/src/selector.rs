@@ -519,6 +519,9 @@ impl<I: Ipc> SelectorFlow<I> {
         };
         if self.policy.afresh(to) {
             handoff.in_first_slow_start = true;
+            if self.policy.afresh_floor(to) {
+                handoff.min_rtt_us = handoff.min_rtt_us.max(handoff.srtt_us);
+            }
         }
         let Some((installed_cwnd_bytes, installed_rate, srtt_after_us)) =
             self.hand_to(to, &handoff)

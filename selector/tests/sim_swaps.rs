@@ -31,21 +31,34 @@ fn four() -> Vec<Box<dyn DynAlgorithmConfig>> {
 }
 
 fn run(sel: Selector, secs: u64, agent_latency_ns: u64) -> (SimResult, Arc<SelectorLog>) {
+    run_on(sel, secs, agent_latency_ns, BDP_BYTES, Vec::new())
+}
+
+/// [`run`] with `buffer_bytes` of buffer and `others` beside the selector's flow.
+fn run_on(
+    sel: Selector,
+    secs: u64,
+    agent_latency_ns: u64,
+    buffer_bytes: u64,
+    others: Vec<FlowSpec>,
+) -> (SimResult, Arc<SelectorLog>) {
     let log = sel.log();
+    let mut flows = vec![FlowSpec::bulk(
+        Scheme::Ccp {
+            alg: "selector".to_string(),
+        },
+        25 * MS,
+    )];
+    flows.extend(others);
     let cfg = SimConfig {
         seed: 7,
         duration_ns: secs * 1_000 * MS,
         link: LinkSpec {
             rate: LinkRate::Constant { bps: LINK_BPS },
-            buffer_bytes: BDP_BYTES,
+            buffer_bytes,
             loss: 0.0,
         },
-        flows: vec![FlowSpec::bulk(
-            Scheme::Ccp {
-                alg: "selector".to_string(),
-            },
-            25 * MS,
-        )],
+        flows,
         changes: Vec::new(),
         agent_latency_ns,
         ack_aggregation_ns: 0,
@@ -218,9 +231,12 @@ fn stale_reports_after_a_swap_are_counted_not_unwrapped() {
     assert!(r.flows[0].delivered_bytes > 0);
 }
 
-/// Starts on Vegas and asks for BBR from the 100th report on, afresh or not.
+/// Starts on Vegas and asks for BBR from report `at` on, afresh or not, and when afresh with
+/// the flow's smoothed RTT as BBR's floor (`fresh_floor`) or the path's.
 struct ToBbr {
+    at: u64,
     afresh: bool,
+    fresh_floor: bool,
 }
 
 impl SelectionPolicy for ToBbr {
@@ -231,7 +247,7 @@ impl SelectionPolicy for ToBbr {
         2
     }
     fn decide(&mut self, f: &Features<'_>) -> Decision {
-        if f.reports >= 100 {
+        if f.reports >= self.at {
             Decision::SwitchTo(3)
         } else {
             Decision::Stay
@@ -240,6 +256,9 @@ impl SelectionPolicy for ToBbr {
     fn afresh(&self, to: usize) -> bool {
         self.afresh && to == 3
     }
+    fn afresh_floor(&self, to: usize) -> bool {
+        self.fresh_floor && to == 3
+    }
 }
 
 #[test]
@@ -247,7 +266,13 @@ fn a_swap_made_afresh_starts_the_incoming_candidate_in_its_first_slow_start() {
     let installed = |afresh: bool| {
         let sel = Selector::new(
             four(),
-            Arc::new(move |_: &FlowContext<'_>| Box::new(ToBbr { afresh }) as _),
+            Arc::new(move |_: &FlowContext<'_>| {
+                Box::new(ToBbr {
+                    at: 100,
+                    afresh,
+                    fresh_floor: false,
+                }) as _
+            }),
         )
         .with_hysteresis(HysteresisConfig::none());
         let (r, log) = run(sel, 8, 0);
@@ -267,6 +292,43 @@ fn a_swap_made_afresh_starts_the_incoming_candidate_in_its_first_slow_start() {
         f64::from(afresh) > 2.0 * f64::from(kept),
         "afresh {afresh}, kept {kept}"
     );
+}
+
+#[test]
+fn bbr_handed_the_smoothed_rtt_as_its_floor_takes_a_share_of_a_cubic_queue() {
+    // A 4-BDP buffer that a Cubic flow keeps full: Vegas backs off to a trickle and, at its
+    // 20th report (a few seconds in, RTTs of up to 250 ms), hands over to BBR afresh. BBR
+    // handed the path's 50-ms floor keeps a window of 2 x its estimate x 50 ms under a queue
+    // of up to 200 ms, so it delivers about what it estimated and stays there; handed the
+    // smoothed RTT (the queue included), its window counts the queue, as a BBR flow started
+    // at 5 s would.
+    let ours = |fresh_floor: bool| {
+        let sel = Selector::new(
+            four(),
+            Arc::new(move |_: &FlowContext<'_>| {
+                Box::new(ToBbr {
+                    at: 20,
+                    afresh: true,
+                    fresh_floor,
+                }) as _
+            }),
+        )
+        .with_hysteresis(HysteresisConfig::none());
+        let cubic = FlowSpec::bulk(Scheme::Cubic, 25 * MS);
+        let (r, log) = run_on(sel, 30, 0, 4 * BDP_BYTES, vec![cubic]);
+        assert_eq!(log.swap_events().len(), 1);
+        (r.flows[0].delivered_bytes, r.flows[1].delivered_bytes)
+    };
+    let (path_floor, cubic_then) = ours(false);
+    let (own_floor, cubic_now) = ours(true);
+    println!(
+        "delivered, ours / Cubic's: path's floor {path_floor} / {cubic_then}, smoothed RTT {own_floor} / {cubic_now}"
+    );
+    assert!(
+        own_floor > path_floor * 3 / 2,
+        "smoothed RTT {own_floor}, path's floor {path_floor}"
+    );
+    assert!(cubic_now < cubic_then);
 }
 
 /// Stays on candidate `on` and asks once, on report `at`, for a drain to `cap_bytes`.

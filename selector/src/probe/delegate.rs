@@ -173,4 +173,9 @@ impl Following {
     pub(crate) fn afresh(&self, to: usize) -> bool {
         self.policy.afresh(to)
     }
+
+    /// Its own choice of the target's floor ([`SelectionPolicy::afresh_floor`]).
+    pub(crate) fn afresh_floor(&self, to: usize) -> bool {
+        self.policy.afresh_floor(to)
+    }
 }

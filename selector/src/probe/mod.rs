@@ -482,6 +482,7 @@ impl Probe {
             chosen: remembered,
             watchers: Vec::new(),
             afresh_to: None,
+            fresh_floor: false,
             stage: None,
             features: Vec::new(),
             scores: Vec::new(),
@@ -519,6 +520,8 @@ pub struct ProbePolicy {
     watchers: Vec<(Watcher, usize)>,
     /// The watch's target once it fired with a move made afresh.
     afresh_to: Option<usize>,
+    /// ... with the flow's smoothed RTT as the target's floor ([`Watch::fresh_floor`]).
+    fresh_floor: bool,
     stage: Option<trial::Stage>,
     features: Vec<f64>,
     scores: Vec<f64>,
@@ -648,13 +651,14 @@ impl ProbePolicy {
         let mut fired = None;
         for (w, target) in &mut self.watchers {
             if w.push(f.measurement, f.now_us) && fired.is_none() {
-                fired = Some((*target, w.afresh(), w.from_choice()));
+                fired = Some((*target, w.afresh(), w.fresh_floor(), w.from_choice()));
             }
         }
-        let Some((target, afresh, from_choice)) = fired else {
+        let Some((target, afresh, fresh_floor, from_choice)) = fired else {
             return chosen;
         };
         self.afresh_to = afresh.then_some(target);
+        self.fresh_floor = afresh && fresh_floor;
         if from_choice {
             self.chosen = Some(target);
         } else {
@@ -873,6 +877,13 @@ impl SelectionPolicy for ProbePolicy {
         match &self.delegate {
             Some(d) if d.deciding() => d.afresh(to),
             _ => self.afresh_to == Some(to),
+        }
+    }
+
+    fn afresh_floor(&self, to: usize) -> bool {
+        match &self.delegate {
+            Some(d) if d.deciding() => d.afresh_floor(to),
+            _ => self.fresh_floor && self.afresh_to == Some(to),
         }
     }
 

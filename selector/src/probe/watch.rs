@@ -53,6 +53,14 @@ pub struct Watch {
     /// Hand over to the target as in a first slow start ([`crate::SelectionPolicy::afresh`]):
     /// a rate-based target seeded with the starved rate the competitors left would stay there.
     pub afresh: bool,
+    /// ... and with the flow's smoothed RTT as the target's RTT floor
+    /// ([`crate::SelectionPolicy::afresh_floor`]; only with `afresh`). BBR v1's window is
+    /// 2 x bandwidth x floor: handed the path's floor under a competitor's standing queue, it
+    /// delivers about what its start-up estimated, leaves start-up and stays near the rate
+    /// the competitors left the flow, where a BBR flow started then would have measured its
+    /// floor over their queue. Off in the deployed watches: measured, and not deployed
+    /// (`docs/selector/measured-not-deployed.md`, "BBR handed a flow afresh").
+    pub fresh_floor: bool,
     /// ... and over the same window at least this share of the flow's packets lost (lost /
     /// (lost + acknowledged); 0: no loss test). A queue that stays up *and* overflows steadily
     /// is a competitor that does not back off on loss (BBR), where a loss-based one (Cubic)
@@ -92,6 +100,7 @@ impl Default for Watch {
             ratio: 1.3,
             target: "bbr".into(),
             afresh: true,
+            fresh_floor: false,
             min_loss: 0.0,
             max_loss: 1.0,
             min_drained: 0.0,
@@ -116,6 +125,7 @@ impl Watch {
             ratio: 1.05,
             target: "bbr".into(),
             afresh: true,
+            fresh_floor: false,
             min_loss: 0.04,
             max_loss: 1.0,
             min_drained: 0.0,
@@ -143,6 +153,7 @@ impl Watch {
             ratio: 1.3,
             target: "arc".into(),
             afresh: true,
+            fresh_floor: false,
             min_loss: 0.0,
             max_loss: 0.005,
             min_drained: 1.5,
@@ -176,6 +187,7 @@ impl Watch {
             ratio: 1.0,
             target: "reno".into(),
             afresh: false,
+            fresh_floor: false,
             min_loss: 0.03,
             max_loss: 0.08,
             min_drained: 0.0,
@@ -258,9 +270,10 @@ impl Watch {
         self.min_loss > 0.0 || self.max_loss < 1.0
     }
 
-    /// Parses `<ratio>,<window ms>,<window RTTs>,<target>[,kept][,loss=<share>][,maxloss=<share>]
+    /// Parses `<ratio>,<window ms>,<window RTTs>,<target>[,kept|,floor][,loss=<share>][,maxloss=<share>]
     /// [,drained=<ratio>][,from=<candidate>][,probe=<feature>=<min>..<max>...][,after=<ms>]`
-    /// (`kept`: the target continues from the handed-over rate instead of afresh; `loss`:
+    /// (`kept`: the target continues from the handed-over rate instead of afresh; `floor`:
+    /// [`Self::fresh_floor`], not with `kept`; `loss`:
     /// [`Self::min_loss`]; `maxloss`: [`Self::max_loss`]; `drained`: [`Self::min_drained`];
     /// `from`: [`Self::from`]; `probe`, once per feature: [`Self::probe`]; `after`:
     /// [`Self::after_ms`]) and checks it.
@@ -268,14 +281,15 @@ impl Watch {
         let parts: Vec<&str> = spec.split(',').map(str::trim).collect();
         let expected = || {
             format!(
-                "expected <ratio>,<ms>,<rtts>,<target>[,kept][,loss=<share>][,maxloss=<share>][,drained=<ratio>][,from=<candidate>][,probe=<feature>=<min>..<max>][,after=<ms>], got {spec:?}"
+                "expected <ratio>,<ms>,<rtts>,<target>[,kept|,floor][,loss=<share>][,maxloss=<share>][,drained=<ratio>][,from=<candidate>][,probe=<feature>=<min>..<max>][,after=<ms>], got {spec:?}"
             )
         };
         let [ratio, window_ms, window_rtts, target, rest @ ..] = parts.as_slice() else {
             return Err(expected());
         };
         // Each option at most once.
-        let (mut kept, mut min_loss, mut max_loss, mut min_drained) = (false, None, None, None);
+        let (mut kept, mut floor) = (false, false);
+        let (mut min_loss, mut max_loss, mut min_drained) = (None, None, None);
         let (mut from, mut probe, mut after_ms) = (None, Vec::<FeatureRange>::new(), None);
         let share = |v: &str| {
             v.parse::<f64>()
@@ -286,7 +300,8 @@ impl Watch {
                 .split_once('=')
                 .map_or((*option, None), |(k, v)| (k, Some(v)));
             match (key, value) {
-                ("kept", None) if !kept => kept = true,
+                ("kept", None) if !kept && !floor => kept = true,
+                ("floor", None) if !kept && !floor => floor = true,
                 ("loss", Some(v)) if min_loss.is_none() => min_loss = Some(share(v)?),
                 ("maxloss", Some(v)) if max_loss.is_none() => max_loss = Some(share(v)?),
                 ("drained", Some(v)) if min_drained.is_none() => {
@@ -324,6 +339,7 @@ impl Watch {
                 .map_err(|e| format!("watch window {window_rtts:?} RTTs: {e}"))?,
             target: (*target).to_string(),
             afresh: !kept,
+            fresh_floor: floor,
             min_loss: min_loss.unwrap_or(0.0),
             max_loss: max_loss.unwrap_or(1.0),
             min_drained: min_drained.unwrap_or(0.0),
@@ -401,6 +417,11 @@ impl Watcher {
     /// Whether the move hands over as in a first slow start.
     pub fn afresh(&self) -> bool {
         self.watch.afresh
+    }
+
+    /// Whether the move hands the target the flow's smoothed RTT as its floor.
+    pub fn fresh_floor(&self) -> bool {
+        self.watch.afresh && self.watch.fresh_floor
     }
 
     /// Whether it has fired.
@@ -733,6 +754,29 @@ mod tests {
     }
 
     #[test]
+    fn the_floor_option_hands_the_target_the_smoothed_rtt_and_only_afresh() {
+        assert!(!Watch::overflowing_queue().fresh_floor && !Watch::held_queue().fresh_floor);
+        let w = Watch::parse("1.05,2000,30,bbr,loss=0.04,floor").unwrap();
+        assert!(w.afresh && w.fresh_floor);
+        assert_eq!(
+            Watch {
+                fresh_floor: false,
+                ..w
+            },
+            Watch::overflowing_queue()
+        );
+        assert!(!Watch::parse("1.05,2000,30,bbr,kept").unwrap().fresh_floor);
+        for spec in [
+            "1.3,3000,30,bbr,kept,floor",
+            "1.3,3000,30,bbr,floor,kept",
+            "1.3,3000,30,bbr,floor,floor",
+        ] {
+            let e = Watch::parse(spec).unwrap_err();
+            assert!(e.contains("expected"), "{spec}: {e}");
+        }
+    }
+
+    #[test]
     fn a_spec_parses_or_says_what_is_wrong() {
         assert_eq!(
             Watch::parse("1.5, 2000, 20, arc").unwrap(),
@@ -742,6 +786,7 @@ mod tests {
                 window_rtts: 20,
                 target: "arc".into(),
                 afresh: true,
+                fresh_floor: false,
                 min_loss: 0.0,
                 max_loss: 1.0,
                 min_drained: 0.0,

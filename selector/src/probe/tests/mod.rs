@@ -890,11 +890,36 @@ fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
     assert_eq!(feed_queue(&mut p, 0), Some((101, 1, true)));
     assert_eq!(p.chosen(), Some(1));
     assert!(!p.afresh(2), "only the watch's own move is made afresh");
+    assert!(
+        !p.afresh_floor(1),
+        "the path's floor, unless the watch says otherwise"
+    );
 
     // A delay-sensitive flow keeps its start: the watch is for the default mode.
     let ctx = to_port(5001);
     let mut p = probe.policy(&ctx);
     assert_eq!(feed_queue(&mut p, 0), None);
+
+    // A watch with `fresh_floor` hands its target the flow's smoothed RTT as the floor, and
+    // only its target.
+    let probe = watching(Watch {
+        target: "copa".into(),
+        fresh_floor: true,
+        ..Watch::default()
+    });
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue(&mut p, 0), Some((101, 1, true)));
+    assert!(p.afresh_floor(1) && !p.afresh_floor(2));
+    // ... and only afresh: a kept move continues from the handed-over state.
+    let probe = watching(Watch {
+        target: "copa".into(),
+        afresh: false,
+        fresh_floor: true,
+        ..Watch::default()
+    });
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert_eq!(feed_queue(&mut p, 0), Some((101, 1, false)));
+    assert!(!p.afresh_floor(1));
 }
 
 #[test]
