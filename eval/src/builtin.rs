@@ -50,6 +50,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-val3.toml"),
     ),
     (
+        "selection-val4",
+        include_str!("../scenarios/selection-val4.toml"),
+    ),
+    (
         "selection-bench-test4",
         include_str!("../scenarios/selection-bench-test4.toml"),
     ),

@@ -189,7 +189,8 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// validation set (`selection-val2`, three times the conditions) shares nothing with the others
 /// but trace seconds with the first validation set (the same third quarter of each recording),
 /// and the third (`selection-val3`, as large, drawn once the second had informed many choices)
-/// likewise.
+/// and the fourth (`selection-val4`, as large, drawn to decide between two policies chosen on
+/// the older ones) likewise.
 /// The second training set (`selection-train2`) shares nothing with the others but trace
 /// seconds with the first (the same first half of each recording). The third test set
 /// (`selection-bench-test3`, thirty conditions per class) is like the second: nothing shared
@@ -216,6 +217,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         load("selection-val2"),
     );
     let (val3, test4) = (load("selection-val3"), load("selection-bench-test4"));
+    let val4 = load("selection-val4");
     assert_eq!(
         classes(&val),
         classes(&test),
@@ -232,6 +234,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         classes(&val2),
         "as many conditions per class"
     );
+    assert_eq!(classes(&val4), classes(&val3));
     assert_eq!(
         classes(&test3).keys().collect::<Vec<_>>(),
         classes(&val).keys().collect::<Vec<_>>()
@@ -268,6 +271,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         &test4,
         &val2,
         &val3,
+        &val4,
         &recurring,
         &recurring_test,
     ];
@@ -373,6 +377,7 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
                     "selection-bench",
                     "selection-val2",
                     "selection-val3",
+                    "selection-val4",
                     "selection-recurring",
                 ],
                 &["selection-train", "selection-train2"],
