@@ -379,13 +379,8 @@ pub fn train(
         .map_err(|e| e.to_string())?;
     models.save(out).map_err(|e| e.to_string())?;
     if !holdout.is_empty() {
-        let mut rows = Vec::new();
-        let scores = hold_out(&models, &held, margin, &mut rows);
         let _ = write!(summary, "held out (margin {margin}):");
-        describe(&mut summary, &scores);
-        if let Some(dir) = predictions {
-            write_predictions(dir, "holdout.csv", &rows)?;
-        }
+        score_into(&mut summary, &models, &held, margin, predictions)?;
     }
     let _ = write!(
         summary,
@@ -614,15 +609,28 @@ pub fn score(
         rows.extend(read_dir(d, &mut meta, &against)?);
     }
     let margin = ccp_selector::probe::DEFAULT_MARGIN;
+    let mut summary = format!("{} scored (margin {margin}):", models.display());
+    score_into(&mut summary, &set, &rows, margin, predictions)?;
+    summary.pop();
+    Ok(summary)
+}
+
+/// [`hold_out`] of `models` on `rows`, described into `summary`; the predictions go to
+/// `holdout.csv` in `predictions` when given.
+fn score_into(
+    summary: &mut String,
+    models: &ProbeModels,
+    rows: &[ProbeRow],
+    margin: f64,
+    predictions: Option<&Path>,
+) -> Result<(), String> {
     let mut preds = Vec::new();
-    let scores = hold_out(&set, &rows, margin, &mut preds);
+    let scores = hold_out(models, rows, margin, &mut preds);
     if let Some(dir) = predictions {
         write_predictions(dir, "holdout.csv", &preds)?;
     }
-    let mut summary = format!("{} scored (margin {margin}):", models.display());
-    describe(&mut summary, &scores);
-    summary.pop();
-    Ok(summary)
+    describe(summary, &scores);
+    Ok(())
 }
 
 /// Appends one line per mode of `scores` to `summary`.

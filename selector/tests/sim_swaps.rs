@@ -233,6 +233,7 @@ fn stale_reports_after_a_swap_are_counted_not_unwrapped() {
 
 /// Starts on Vegas and asks for BBR from report `at` on, afresh or not, and when afresh with
 /// the flow's smoothed RTT as BBR's floor (`fresh_floor`) or the path's.
+#[derive(Clone, Copy)]
 struct ToBbr {
     at: u64,
     afresh: bool,
@@ -261,20 +262,26 @@ impl SelectionPolicy for ToBbr {
     }
 }
 
+impl ToBbr {
+    /// A selector over [`four`] whose flows follow this policy, without hysteresis.
+    fn selector(self) -> Selector {
+        Selector::new(
+            four(),
+            Arc::new(move |_: &FlowContext<'_>| Box::new(self) as _),
+        )
+        .with_hysteresis(HysteresisConfig::none())
+    }
+}
+
 #[test]
 fn a_swap_made_afresh_starts_the_incoming_candidate_in_its_first_slow_start() {
     let installed = |afresh: bool| {
-        let sel = Selector::new(
-            four(),
-            Arc::new(move |_: &FlowContext<'_>| {
-                Box::new(ToBbr {
-                    at: 100,
-                    afresh,
-                    fresh_floor: false,
-                }) as _
-            }),
-        )
-        .with_hysteresis(HysteresisConfig::none());
+        let sel = ToBbr {
+            at: 100,
+            afresh,
+            fresh_floor: false,
+        }
+        .selector();
         let (r, log) = run(sel, 8, 0);
         let swaps = log.swap_events();
         assert_eq!(swaps.len(), 1, "{swaps:?}");
@@ -303,17 +310,12 @@ fn bbr_handed_the_smoothed_rtt_as_its_floor_takes_a_share_of_a_cubic_queue() {
     // smoothed RTT (the queue included), its window counts the queue, as a BBR flow started
     // at 5 s would.
     let ours = |fresh_floor: bool| {
-        let sel = Selector::new(
-            four(),
-            Arc::new(move |_: &FlowContext<'_>| {
-                Box::new(ToBbr {
-                    at: 20,
-                    afresh: true,
-                    fresh_floor,
-                }) as _
-            }),
-        )
-        .with_hysteresis(HysteresisConfig::none());
+        let sel = ToBbr {
+            at: 20,
+            afresh: true,
+            fresh_floor,
+        }
+        .selector();
         let cubic = FlowSpec::bulk(Scheme::Cubic, 25 * MS);
         let (r, log) = run_on(sel, 30, 0, 4 * BDP_BYTES, vec![cubic]);
         assert_eq!(log.swap_events().len(), 1);

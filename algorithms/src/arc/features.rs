@@ -266,6 +266,11 @@ impl RateControl {
         } else {
             MIN_RATE_BYTES_PER_SEC
         };
+        self.fit_window(srtt_s);
+    }
+
+    /// The window the rate needs over `srtt_s`: two rate-RTTs, at least 4 MSS.
+    fn fit_window(&mut self, srtt_s: f64) {
         self.cwnd = (2.0 * self.rate * srtt_s).max(4.0 * self.mss);
     }
 
@@ -285,7 +290,7 @@ impl RateControl {
     pub fn limit(&mut self, ceiling: f64, srtt_s: f64) {
         if ceiling.is_finite() && ceiling > 0.0 && self.rate > ceiling {
             self.rate = ceiling.max(MIN_RATE_BYTES_PER_SEC);
-            self.cwnd = (2.0 * self.rate * srtt_s).max(4.0 * self.mss);
+            self.fit_window(srtt_s);
         }
     }
 

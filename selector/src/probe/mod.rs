@@ -482,7 +482,6 @@ impl Probe {
             chosen: remembered,
             watchers: Vec::new(),
             afresh_to: None,
-            fresh_floor: false,
             stage: None,
             features: Vec::new(),
             scores: Vec::new(),
@@ -518,10 +517,9 @@ pub struct ProbePolicy {
     chosen: Option<usize>,
     /// The running watches and their targets' indices, until one fires.
     watchers: Vec<(Watcher, usize)>,
-    /// The watch's target once it fired with a move made afresh.
-    afresh_to: Option<usize>,
-    /// ... with the flow's smoothed RTT as the target's floor ([`Watch::fresh_floor`]).
-    fresh_floor: bool,
+    /// The watch's target once it fired with a move made afresh, and whether the target takes
+    /// the flow's smoothed RTT as its floor ([`Watch::fresh_floor`]).
+    afresh_to: Option<(usize, bool)>,
     stage: Option<trial::Stage>,
     features: Vec<f64>,
     scores: Vec<f64>,
@@ -657,8 +655,7 @@ impl ProbePolicy {
         let Some((target, afresh, fresh_floor, from_choice)) = fired else {
             return chosen;
         };
-        self.afresh_to = afresh.then_some(target);
-        self.fresh_floor = afresh && fresh_floor;
+        self.afresh_to = afresh.then_some((target, fresh_floor));
         if from_choice {
             self.chosen = Some(target);
         } else {
@@ -876,14 +873,14 @@ impl SelectionPolicy for ProbePolicy {
     fn afresh(&self, to: usize) -> bool {
         match &self.delegate {
             Some(d) if d.deciding() => d.afresh(to),
-            _ => self.afresh_to == Some(to),
+            _ => self.afresh_to.is_some_and(|(t, _)| t == to),
         }
     }
 
     fn afresh_floor(&self, to: usize) -> bool {
         match &self.delegate {
             Some(d) if d.deciding() => d.afresh_floor(to),
-            _ => self.fresh_floor && self.afresh_to == Some(to),
+            _ => self.afresh_to == Some((to, true)),
         }
     }
 
