@@ -178,6 +178,10 @@ pub struct ConditionScheme {
     pub reward: f64,
     /// Seeds with counted flows.
     pub seeds: usize,
+    /// Per seed, the mean reward of that seed's counted flows (the seed-held-out oracle of
+    /// [`super::headroom`] chooses on some seeds and scores on another).
+    #[serde(skip)]
+    pub seed_rewards: BTreeMap<u64, f64>,
     /// Counted flows.
     pub flows: usize,
     /// 1 = best; tied schemes share the better rank (1, 1, 3).
@@ -391,8 +395,8 @@ fn env_tables(ok: &[&FlowRow]) -> Vec<EnvTable> {
         .collect()
 }
 
-/// A scheme's reward mean in one condition and the seeds it came from.
-type RewardAcc = (Mean, BTreeSet<u64>);
+/// A scheme's reward mean in one condition, and its mean per seed.
+type RewardAcc = (Mean, BTreeMap<u64, Mean>);
 
 fn condition_results(rows: &[FlowRow], ok: &[&FlowRow]) -> Vec<ConditionResult> {
     // Condition attributes come from the condition's first row, counted or not.
@@ -408,39 +412,43 @@ fn condition_results(rows: &[FlowRow], ok: &[&FlowRow]) -> Vec<ConditionResult> 
             .entry(&r.scheme)
             .or_default();
         m.add(r.rank_score());
-        seeds.insert(r.seed);
+        seeds.entry(r.seed).or_default().add(r.rank_score());
     }
     let mut out = Vec::new();
     for (key, schemes) in acc {
-        let rewards: Vec<(&str, f64, usize, usize)> = schemes
+        let mut scheme_results: Vec<ConditionScheme> = schemes
             .iter()
-            .filter_map(|(s, (m, seeds))| m.get().map(|r| (*s, r, seeds.len(), m.n)))
-            .collect();
-        let Some(best_reward) = rewards.iter().map(|x| x.1).max_by(f64::total_cmp) else {
-            continue;
-        };
-        let scheme_results: Vec<ConditionScheme> = rewards
-            .iter()
-            .map(|&(scheme, reward, seeds, flows)| {
-                let better = rewards
-                    .iter()
-                    .filter(|o| o.1 > reward && !ties(o.1, reward))
-                    .count();
-                let rank = better + 1;
-                ConditionScheme {
-                    scheme: scheme.to_string(),
-                    reward,
-                    seeds,
-                    flows,
-                    rank,
-                    reward_loss: if rank == 1 {
-                        Some(0.0)
-                    } else {
-                        reward_loss(best_reward, reward)
-                    },
-                }
+            .filter_map(|(s, (m, seeds))| {
+                Some(ConditionScheme {
+                    scheme: s.to_string(),
+                    reward: m.get()?,
+                    seeds: seeds.len(),
+                    seed_rewards: seeds
+                        .iter()
+                        .filter_map(|(seed, m)| Some((*seed, m.get()?)))
+                        .collect(),
+                    flows: m.n,
+                    rank: 0,
+                    reward_loss: None,
+                })
             })
             .collect();
+        let rewards: Vec<f64> = scheme_results.iter().map(|e| e.reward).collect();
+        let Some(best_reward) = rewards.iter().copied().max_by(f64::total_cmp) else {
+            continue;
+        };
+        for e in &mut scheme_results {
+            let better = rewards
+                .iter()
+                .filter(|&&o| o > e.reward && !ties(o, e.reward))
+                .count();
+            e.rank = better + 1;
+            e.reward_loss = if e.rank == 1 {
+                Some(0.0)
+            } else {
+                reward_loss(best_reward, e.reward)
+            };
+        }
         let f = first.get(&key);
         out.push(ConditionResult {
             scenario: key.0.to_string(),

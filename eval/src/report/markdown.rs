@@ -147,6 +147,9 @@ fn headroom_section(out: &mut String, s: &Summary, plots: &Plots) {
         "Best single CCA overall (B, the one to deploy): {}. Oracle: the best single CCA of each \
          condition in hindsight. Headroom = R_oracle - R_B (ln units; 0.1 is about 10 %). \
          Captured = (R_sel - R_B) / (R_oracle - R_B); `-` where the headroom is under {}. \
+         \"Held out\" is the headroom against the seed-held-out oracle (each seed scored by \
+         the single CCA best on the condition's other seeds: what knowing the condition, not \
+         the seed's luck, is worth) and the share of it captured. \
          \"vs set best\" measures against the class's own best single CCA instead of B, and \
          \"beats\" says whether the selector's reward is above that CCA's. {} single CCAs; {} \
          conditions left out because a single CCA has no result in them.\n",
@@ -164,11 +167,12 @@ fn headroom_section(out: &mut String, s: &Summary, plots: &Plots) {
         "R",
         "R_oracle",
         "headroom",
+        "held out",
     ];
     let sel_cols: Vec<String> = h
         .selectors
         .iter()
-        .map(|x| format!("{} R / captured / vs set best / beats", code(x)))
+        .map(|x| format!("{} R / captured / held out / vs set best / beats", code(x)))
         .collect();
     header.extend(sel_cols.iter().map(String::as_str));
     let render_row = |r: &super::headroom::HeadroomRow| {
@@ -181,13 +185,15 @@ fn headroom_section(out: &mut String, s: &Summary, plots: &Plots) {
             num(Some(r.r_best_in_set)),
             num(Some(r.r_oracle)),
             num(Some(r.headroom)),
+            num(r.headroom_held_out),
         ];
         for name in &h.selectors {
             v.push(match r.selectors.iter().find(|e| &e.scheme == name) {
                 Some(e) => format!(
-                    "{} / {} / {} / {}",
+                    "{} / {} / {} / {} / {}",
                     num(Some(e.reward)),
                     pct(e.captured),
+                    pct(e.captured_held_out),
                     pct(e.captured_vs_set_best),
                     if e.beats_best_in_set { "yes" } else { "no" }
                 ),

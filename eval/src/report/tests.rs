@@ -623,6 +623,10 @@ fn headroom_names_best_single_oracle_and_captured_shares() {
     assert!(sx.beats_best_in_set);
     let sy = &all.selectors[1];
     assert!(close(sy.captured.unwrap(), (2.2 - 3.505) / 0.5));
+    // Every scheme's seeds differ by the same offset: holding one out chooses as the
+    // nominal oracle does.
+    assert!(close(all.r_oracle_held_out.unwrap(), all.r_oracle));
+    assert!(close(sx.captured_held_out.unwrap(), sx.captured.unwrap()));
     assert!(!sy.beats_best_in_set);
     // Class wan: B = b is also the class's best (0.75 vs 0.5); oracle 1.0.
     let wan = hr.classes.iter().find(|c| c.env == "wan").unwrap();
@@ -646,6 +650,51 @@ fn headroom_names_best_single_oracle_and_captured_shares() {
     assert!(!c1.selectors[1].beats_best_in_set, "equal is not better");
     let c2 = hr.conditions.iter().find(|c| c.label == "c2").unwrap();
     assert!(c2.selectors[0].captured.is_none());
+}
+
+/// The seed-held-out oracle chooses on the other seeds and scores on the held-out one.
+/// c1: a 1.0 / 0.0 / 0.0 (best by its first seed's luck), b 0.3 each seed;
+/// c2: a 0.5 each seed, b 0.0. B = a (0.4167 against 0.15).
+#[test]
+fn held_out_oracle_scores_each_seed_by_the_choice_of_the_others() {
+    let mut rows = Vec::new();
+    let cells: &[(&str, &str, [f64; 3])] = &[
+        ("c1", "a", [1.0, 0.0, 0.0]),
+        ("c1", "b", [0.3, 0.3, 0.3]),
+        ("c1", "selector-x", [0.3, 0.3, 0.6]),
+        ("c2", "a", [0.5, 0.5, 0.5]),
+        ("c2", "b", [0.0, 0.0, 0.0]),
+        ("c2", "selector-x", [0.5, 0.5, 0.5]),
+    ];
+    for &(c, scheme, per_seed) in cells {
+        for (seed, r) in (1..).zip(per_seed) {
+            let mut row = row(c, "wan", scheme, seed, -100.0);
+            row.objective = "delay".into();
+            row.score = Some(r);
+            rows.push(row);
+        }
+    }
+    let summary = summarize("h", &rows);
+    let h = summary.headroom.as_ref().expect("a headroom analysis");
+    assert_eq!(h.best_single, "a");
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    // c1: seed 1 is scored by b (best on seeds 2 and 3), seeds 2 and 3 by a: 0.1.
+    let c1 = h.conditions.iter().find(|c| c.label == "c1").unwrap();
+    assert!(close(c1.r_oracle, 1.0 / 3.0));
+    assert!(close(c1.r_oracle_held_out.unwrap(), 0.1));
+    let c2 = h.conditions.iter().find(|c| c.label == "c2").unwrap();
+    assert!(close(c2.r_oracle_held_out.unwrap(), 0.5));
+    // Overall: no headroom either way (the held-out one is negative), so no shares.
+    let all = &h.overall;
+    assert!(close(all.r_oracle_held_out.unwrap(), 0.3));
+    assert!(close(all.headroom_held_out.unwrap(), 0.3 - 2.5 / 6.0));
+    assert!(all.selectors[0].captured_held_out.is_none());
+    // One seed: nothing to hold out.
+    let one: Vec<FlowRow> = rows.into_iter().filter(|r| r.seed == 1).collect();
+    let s1 = summarize("h", &one);
+    let h1 = s1.headroom.as_ref().unwrap();
+    assert!(h1.overall.r_oracle_held_out.is_none());
+    assert!(h1.overall.selectors[0].captured_held_out.is_none());
 }
 
 #[test]
