@@ -1,5 +1,6 @@
 //! The probe's options: the delegate (`probe::delegate`) and the drain (`probe::drain`).
 
+use super::watches::feed_queue;
 use super::*;
 
 /// A delegate that counts the reports it sees and flips between Vegas and BBR.
