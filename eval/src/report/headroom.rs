@@ -12,7 +12,7 @@
 //! - **Oracle** of a condition: its best single CCA in hindsight; of a set of conditions, the
 //!   mean of their oracles (a different CCA per condition).
 //! - **Headroom** of a set: `R_oracle - R_B` (ln units: 0.1 is ~10 %).
-//! - **Seed-held-out oracle** of a condition: the oracle picks the best of a dozen noisy
+//! - **Seed-held-out oracle** of a condition: the oracle picks the best of the singles' noisy
 //!   means, so part of its lead is the seeds' luck, which no choice made before the run can
 //!   have. For each seed, the single CCA best on the condition's other seeds is chosen and
 //!   scored on the held-out seed; the mean over seeds is what knowing the condition, but not
