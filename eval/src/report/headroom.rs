@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::aggregate::{ConditionResult, Summary};
+use super::aggregate::{ConditionResult, ConditionScheme, Summary};
 
 /// Headroom below which a condition or class counts as having none (ln units: 1 %).
 pub const MIN_HEADROOM: f64 = 0.01;
@@ -116,13 +116,14 @@ fn share(gain: f64, headroom: f64) -> Option<f64> {
     (headroom >= MIN_HEADROOM).then(|| gain / headroom)
 }
 
+/// A scheme's entry in one condition.
+fn entry<'a>(c: &'a ConditionResult, scheme: &str) -> Option<&'a ConditionScheme> {
+    c.schemes.iter().find(|e| e.scheme == scheme)
+}
+
 /// A scheme's mean reward in one condition, if it has a finite one.
 fn reward(c: &ConditionResult, scheme: &str) -> Option<f64> {
-    c.schemes
-        .iter()
-        .find(|e| e.scheme == scheme)
-        .map(|e| e.reward)
-        .filter(|r| r.is_finite())
+    entry(c, scheme).map(|e| e.reward).filter(|r| r.is_finite())
 }
 
 /// A scheme's mean reward over `set` (`None` if it misses a condition).
@@ -154,12 +155,7 @@ fn oracle(singles: &[String], c: &ConditionResult) -> f64 {
 fn held_out_oracle(singles: &[String], c: &ConditionResult) -> Option<f64> {
     let per_seed: Vec<&BTreeMap<u64, f64>> = singles
         .iter()
-        .map(|s| {
-            c.schemes
-                .iter()
-                .find(|e| &e.scheme == s)
-                .map(|e| &e.seed_rewards)
-        })
+        .map(|s| entry(c, s).map(|e| &e.seed_rewards))
         .collect::<Option<_>>()?;
     let seeds: Vec<u64> = per_seed
         .first()?
@@ -184,12 +180,10 @@ fn held_out_oracle(singles: &[String], c: &ConditionResult) -> Option<f64> {
                 .sum::<f64>()
         };
         // The first single of the best mean on the other seeds (ties go to name order).
-        let mut chosen = per_seed[0];
-        for m in &per_seed[1..] {
-            if others(m) > others(chosen) {
-                chosen = m;
-            }
-        }
+        let chosen = per_seed
+            .iter()
+            .copied()
+            .reduce(|best, m| if others(m) > others(best) { m } else { best })?;
         total += chosen[&held];
     }
     Some(total / seeds.len() as f64)
