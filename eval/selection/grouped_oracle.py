@@ -21,7 +21,9 @@ single CCA with the best summed reward over the group, from the flow's start, wi
   candidate); a condition's reward for a move is the mean over seeds of its default-mode rows
   for that target (the classes but `app` run default-mode flows). The group's CCA is chosen on
   the same rows, or on `--choose-on-moves` (another scenario's `gen-data`, such as the
-  training set's).
+  training set's). `probe.csv` names no class, so moves are grouped by the competitors' kind
+  in competition only (whose ids say it); another class is played as one group, in
+  hindsight.
 - It prints, per group, the chosen CCA and the conditions; for the class, the best single
   overall (B), the grouped policy, the selector and the oracle with the share of the class's
   headroom each captures, (R - R_B) / (R_oracle - R_B), the report's measure; and the overall
@@ -192,14 +194,19 @@ def evaluate(
             groups[f"{g}: {cca}"].append(name)
             r_grouped += row["rewards"][cca]
     else:
+        # `probe.csv` names no class: a competition condition is known by its id (`vs-...`),
+        # and another class can be played only in hindsight, as one group.
+        if env == "competition":
+            env_of = lambda c: env if _VS.match(c) else "other"  # noqa: E731
+        elif key != "class":
+            raise SummaryError("moves are grouped by the competitors' kind in competition only (or by class)")
+        elif choose_on_moves:
+            raise SummaryError("moves are chosen on another scenario in competition only (its ids name the class)")
+        else:
+            env_of = lambda c: env  # noqa: E731
         lacking = sorted(n for n in rows if n not in moves)
         if lacking:
             raise SummaryError(f"the moves have no default-mode row of {lacking[0]} ({len(lacking)} conditions)")
-        # A condition of another scenario is of the class its id says (the ids of a class's
-        # conditions share their form); with `class` grouping every condition counts.
-        env_of = (lambda c: env) if key == "class" else (lambda c: env if _VS.match(c) else "other")
-        if env != "competition" and key != "class":
-            raise SummaryError("moves are grouped by the competitors' kind in competition only (or by class)")
         pool = choose_on_moves or [{n: moves[n] for n in rows}]
         picks = choose_moves(pool, env_of, env, key)
         fallback = choose_moves(pool, env_of, env, "class").get(env)

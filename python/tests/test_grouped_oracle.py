@@ -180,5 +180,11 @@ def test_moves_at_the_probes_end_score_the_groups_move_from_the_counterfactual_r
         m.load_moves(str(bad))
     with pytest.raises(m.SummaryError, match="competition only"):
         m.evaluate(target, [], "wan", "competitors", "selector-probe", rows, [])
+    with pytest.raises(m.SummaryError, match="another scenario in competition only"):
+        m.evaluate(target, [], "wan", "class", "selector-probe", rows, [rows])
+    # Another class, in hindsight as one group: its best move on average.
+    wan = [n for n, r in target["rows"].items() if r["env"] == "wan"]
+    c = m.evaluate(target, [], "wan", "class", "selector-probe", rows, [])
+    assert c["r_grouped"] == pytest.approx(max(sum(rows[n][t] for n in wan) for t in rows[wan[0]]) / len(wan))
     with pytest.raises(SystemExit):
         m.main([str(summary), "--choose-on-moves", str(moves)])
