@@ -1,16 +1,18 @@
 """What knowing a condition's group is worth: the best single CCA of each group, against the oracle.
 
 `python3 eval/selection/grouped_oracle.py SUMMARY [--choose-on SUMMARY ...] [--class ENV]
-[--group KEY] [--selector SCHEME] [--moves DIR [--choose-on-moves DIR ...]]` reads the `summary.json` of a `ccp-eval run` (or `report`)
-that holds the twelve single CCAs and a selector, and scores a policy that knows one thing about
-each condition of a class (its group) and nothing else: every condition of a group runs the
-single CCA with the best summed reward over the group, from the flow's start, with no swap.
+[--group KEY] [--selector SCHEME] [--moves DIR [--choose-on-moves DIR ...]]` reads the
+`summary.json` of a `ccp-eval run` (or `report`) that holds the twelve single CCAs and a
+selector, and scores a policy that knows one thing about each condition of a class (its
+group) and nothing else: every condition of a group runs the single CCA with the best summed
+reward over the group, from the flow's start, with no swap.
 
 - `--group` names what the policy knows. `competitors` is the competing flows' kind in a
-  competition condition's id (`vs-2cubic-...`: `cubic`; `vs-2bbr-...`: `bbr`; both: `mix`);
-  `competitors+buffer` adds whether the buffer is under one BDP (`buf0.43`: `shallow`);
-  `competitors+count+buffer` takes the id's whole `vs-...` prefix (kinds and counts) and the
-  buffer; `class` knows only the class (the report's "best single of set").
+  competition condition's id (`vs-2cubic-...` or `train-vs-2cubic-...`: `cubic`;
+  `vs-2bbr-...`: `bbr`; both: `mix`); `competitors+buffer` adds whether the buffer is under
+  one BDP (`buf0.43`: `shallow`); `competitors+count+buffer` takes the id's whole `vs-...`
+  prefix (kinds and counts) and the buffer; `class` knows only the class (the report's "best
+  single of set").
 - The group's CCA is chosen on the same summary (in hindsight: an upper bound for that set) or,
   with `--choose-on`, on other summaries (training or other validation sets: what a policy
   fitted elsewhere would pick, among this summary's single CCAs). A group absent from them
@@ -48,7 +50,8 @@ from collections import defaultdict
 
 GROUPS = ("competitors", "competitors+buffer", "competitors+count+buffer", "class")
 
-_VS = re.compile(r"^vs-((?:\d+(?:cubic|bbr|reno|copa|vegas)-?)+?)-bw")
+# `competition-train`'s ids carry a `train-` prefix.
+_VS = re.compile(r"^(?:train-)?vs-((?:\d+(?:cubic|bbr|reno|copa|vegas)-?)+?)-bw")
 _KIND = re.compile(r"\d+([a-z]+)")
 _BUF = re.compile(r"-buf([0-9.]+)")
 

@@ -72,7 +72,9 @@ def test_groups_are_read_from_the_condition_ids():
     assert g("vs-2bbr-bw63-rtt57-loss0-buf0.31", "competition", "competitors+buffer") == "bbr shallow"
     assert g("vs-2cubic-1bbr-bw13-rtt31-loss0-buf0.63", "competition", "competitors+count+buffer") \
         == "2cubic-1bbr shallow"
+    assert g("train-vs-2bbr-bw12-rtt35-buf0.4", "competition", "competitors+buffer") == "bbr shallow"
     assert g("bw12-rtt30-loss0.01-buf1", "wan", "competitors") == "other"
+    assert g("web-flows-vs1cubic-bw95-rtt12-loss0-buf4.2", "web", "competitors") == "other"
     assert g("anything", "web", "class") == "web"
 
 
