@@ -88,20 +88,26 @@ def load(path: str) -> dict:
     headroom = summary.get("headroom") if isinstance(summary, dict) else None
     if not isinstance(headroom, dict) or not headroom.get("singles"):
         raise SummaryError(f"{path}: no selection headroom (a run with the single CCAs has one)")
-    singles = list(headroom["singles"])
-    rows = {}
-    for c in summary.get("conditions", []):
-        rewards = {s["scheme"]: s["reward"] for s in c.get("schemes", []) if s.get("reward") is not None}
-        if all(s in rewards for s in singles):
-            rows[c["condition"]] = {"env": c["env"], "rewards": rewards}
-    oracle = {h["label"]: h for h in headroom.get("conditions", [])}
-    for name, row in rows.items():
-        h = oracle.get(name)
-        if h is None:
-            raise SummaryError(f"{path}: condition {name} has no headroom row")
-        row["b"] = h["r_best_single"]
-        row["oracle"] = h["r_oracle"]
-    return {"singles": singles, "best": headroom["best_single"], "rows": rows, "path": path}
+    try:
+        singles = [str(x) for x in headroom["singles"]]
+        rows = {}
+        for c in summary.get("conditions", []):
+            rewards = {s["scheme"]: float(s["reward"]) for s in c.get("schemes", []) if s.get("reward") is not None}
+            if all(s in rewards for s in singles):
+                rows[c["condition"]] = {"env": c["env"], "rewards": rewards}
+        oracle = {h["label"]: h for h in headroom.get("conditions", [])}
+        for name, row in rows.items():
+            h = oracle.get(name)
+            if h is None:
+                raise SummaryError(f"{path}: condition {name} has no headroom row")
+            row["b"] = float(h["r_best_single"])
+            row["oracle"] = float(h["r_oracle"])
+        best = str(headroom["best_single"])
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        if isinstance(e, SummaryError):
+            raise
+        raise SummaryError(f"{path}: not a report's summary ({type(e).__name__}: {e})") from e
+    return {"singles": singles, "best": best, "rows": rows, "path": path}
 
 
 def load_moves(directory: str) -> dict[str, dict[str, float]]:

@@ -134,6 +134,10 @@ def test_bad_summaries_say_what_is_wrong(summary: pathlib.Path, tmp_path, capsys
     none.write_text('{"conditions": []}')
     assert m.main([str(none)]) == 2
     assert "no selection headroom" in capsys.readouterr().err
+    shapeless = tmp_path / "shapeless.json"
+    shapeless.write_text('{"headroom": {"singles": ["copa"]}, "conditions": [{"schemes": [{"scheme": "copa"}]}]}')
+    assert m.main([str(shapeless)]) == 2
+    assert "not a report's summary" in capsys.readouterr().err
     assert m.main([str(summary), "--selector", "selector-nothing"]) == 2
     assert "selector-nothing lacks a reward" in capsys.readouterr().err
     assert m.main([str(summary), "--class", "web"]) == 2
