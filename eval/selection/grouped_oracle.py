@@ -122,6 +122,8 @@ def load_moves(directory: str) -> dict[str, dict[str, float]]:
             if missing:
                 raise SummaryError(f"{path}: no column {', '.join(sorted(missing))}")
             for line, row in enumerate(reader, start=2):
+                if any(row[k] is None for k in ("condition", "mode", "target", "score")):
+                    raise SummaryError(f"{path}:{line}: the row has fewer fields than the header")
                 if row["mode"] != "default":
                     continue
                 try:

@@ -184,6 +184,9 @@ def test_moves_at_the_probes_end_score_the_groups_move_from_the_counterfactual_r
     (bad / "probe.csv").write_text("\n".join([text[0], ",".join(first)] + text[2:]) + "\n")
     with pytest.raises(m.SummaryError, match="probe.csv:2: score 'x'"):
         m.load_moves(str(bad))
+    (bad / "probe.csv").write_text("\n".join([text[0], "cut,1"] + text[2:]) + "\n")
+    with pytest.raises(m.SummaryError, match="probe.csv:2: the row has fewer fields"):
+        m.load_moves(str(bad))
     with pytest.raises(m.SummaryError, match="competition only"):
         m.evaluate(target, [], "wan", "competitors", "selector-probe", rows, [])
     with pytest.raises(m.SummaryError, match="another scenario in competition only"):
