@@ -136,40 +136,25 @@ def load_moves(directory: str) -> dict[str, dict[str, float]]:
     return {c: {t: sum(v) / len(v) for t, v in by.items()} for c, by in sums.items()}
 
 
-def choose_moves(moves: list[dict], env_of, env: str, key: str) -> dict[str, str]:
-    """Per group of class `env`, the move target with the best summed score over `moves`
-    (only targets every condition of the group has)."""
+def best_per_group(tables, env: str, key: str, candidates: list[str]) -> dict[str, str]:
+    """Per group of class `env`, the candidate with the best summed value over `tables`
+    (`(condition, {candidate: value})` pairs of that class), among the candidates every
+    condition of the group has; ties go to the first in `candidates`' order."""
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    counts: dict[str, int] = defaultdict(int)
     have: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for m in moves:
-        for c, by in m.items():
-            if env_of(c) != env:
-                continue
-            g = group_of(c, env, key)
-            counts[g] += 1
-            for t, v in by.items():
-                sums[g][t] += v
-                have[g][t] += 1
-    return {
-        g: max(sorted(t for t in by if have[g][t] == counts[g]), key=lambda t: by[t])
-        for g, by in sums.items()
-        if any(have[g][t] == counts[g] for t in by)
-    }
-
-
-def choose(summaries: list[dict], env: str, key: str, singles: list[str]) -> dict[str, str]:
-    """Per group of class `env`, the single CCA with the best summed reward over `summaries`."""
-    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for s in summaries:
-        for name, row in s["rows"].items():
-            if row["env"] != env:
-                continue
-            g = group_of(name, env, key)
-            for cca in singles:
-                sums[g][cca] += row["rewards"][cca]
-    # Ties go to the first single in the report's order.
-    return {g: max(singles, key=lambda c: (by[c], -singles.index(c))) for g, by in sums.items()}
+    counts: dict[str, int] = defaultdict(int)
+    for condition, values in tables:
+        g = group_of(condition, env, key)
+        counts[g] += 1
+        for c, v in values.items():
+            sums[g][c] += v
+            have[g][c] += 1
+    picks = {}
+    for g, by in sums.items():
+        full = [c for c in candidates if have[g][c] == counts[g]]
+        if full:
+            picks[g] = max(full, key=lambda c: by[c])
+    return picks
 
 
 def share(r: float, b: float, oracle: float) -> float | None:
@@ -188,46 +173,43 @@ def evaluate(
 ) -> dict:
     """The grouped policy's and the selector's rewards and shares on class `env` of `target`
     (with `moves`, the policy moves at the probe's end instead of starting on the CCA)."""
-    singles = target["singles"]
     rows = {n: r for n, r in target["rows"].items() if r["env"] == env}
     if not rows:
         raise SummaryError(f"{target['path']}: no condition of class {env}")
     if any(selector not in r["rewards"] for r in target["rows"].values()):
         raise SummaryError(f"{target['path']}: {selector} lacks a reward in some condition")
-    groups: dict[str, list[str]] = defaultdict(list)
-    r_grouped = 0.0
     if moves is None:
-        picks = choose(choose_on or [target], env, key, singles)
-        fallback = choose(choose_on or [target], env, "class", singles).get(env, target["best"])
-        for name, row in rows.items():
-            g = group_of(name, env, key)
-            cca = picks.get(g, fallback)
-            groups[f"{g}: {cca}"].append(name)
-            r_grouped += row["rewards"][cca]
+        # A start on the group's single CCA, chosen on `choose_on`'s rewards (or these).
+        table = {n: r["rewards"] for n, r in rows.items()}
+        pool = [(n, r["rewards"]) for s in choose_on or [target] for n, r in s["rows"].items() if r["env"] == env]
+        candidates = target["singles"]
+        default = target["best"]
     else:
         # `probe.csv` names no class: a competition condition is known by its id (`vs-...`),
         # and another class can be played only in hindsight, as one group.
-        if env == "competition":
-            env_of = lambda c: env if _VS.match(c) else "other"  # noqa: E731
-        elif key != "class":
+        if env != "competition" and key != "class":
             raise SummaryError("moves are grouped by the competitors' kind in competition only (or by class)")
-        elif choose_on_moves:
+        if env != "competition" and choose_on_moves:
             raise SummaryError("moves are chosen on another scenario in competition only (its ids name the class)")
-        else:
-            env_of = lambda c: env  # noqa: E731
         lacking = sorted(n for n in rows if n not in moves)
         if lacking:
             raise SummaryError(f"the moves have no default-mode row of {lacking[0]} ({len(lacking)} conditions)")
-        pool = choose_on_moves or [{n: moves[n] for n in rows}]
-        picks = choose_moves(pool, env_of, env, key)
-        fallback = choose_moves(pool, env_of, env, "class").get(env)
-        for name in rows:
-            g = group_of(name, env, key)
-            cca = picks.get(g, fallback)
-            if cca is None or cca not in moves[name]:
-                raise SummaryError(f"no move target for {name} (group {g})")
-            groups[f"{g}: {cca}"].append(name)
-            r_grouped += moves[name][cca]
+        table = {n: moves[n] for n in rows}
+        pool = [(c, by) for m in choose_on_moves or [table] for c, by in m.items()
+                if env != "competition" or _VS.match(c)]
+        candidates = sorted({t for _, by in pool for t in by})
+        default = None
+    picks = best_per_group(pool, env, key, candidates)
+    fallback = best_per_group(pool, env, "class", candidates).get(env, default)
+    groups: dict[str, list[str]] = defaultdict(list)
+    r_grouped = 0.0
+    for name in rows:
+        g = group_of(name, env, key)
+        cca = picks.get(g, fallback)
+        if cca is None or cca not in table[name]:
+            raise SummaryError(f"no choice for {name} (group {g})")
+        groups[f"{g}: {cca}"].append(name)
+        r_grouped += table[name][cca]
     n = len(rows)
     mean = lambda f: sum(f(r) for r in rows.values()) / n  # noqa: E731
     b, oracle, sel = mean(lambda r: r["b"]), mean(lambda r: r["oracle"]), mean(lambda r: r["rewards"][selector])
