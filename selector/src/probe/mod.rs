@@ -43,6 +43,7 @@
 pub mod delegate;
 pub mod drain;
 pub mod features;
+pub mod kind;
 pub mod memory;
 pub mod model;
 pub mod rule;
@@ -56,6 +57,7 @@ pub use delegate::{Delegate, DelegateGate};
 pub use drain::Drain;
 use features::{DRAINED, LOSS};
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
+pub use kind::{KindModel, KindSample};
 pub use memory::{Groups, Memory};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
 pub use rule::{FeatureRange, ProbeRule};
@@ -347,6 +349,10 @@ pub enum ProbeChoice {
         /// Boxes of probe features whose default-mode flows move to a fixed candidate at the
         /// probe's end instead of asking the models ([`rule`]; the first that holds decides).
         rules: Vec<ProbeRule>,
+        /// The competitors' kind ([`kind`]) and its threshold: a default-mode flow it places
+        /// among competitors moves to their kind's candidate at the probe's end, before the
+        /// rules and the models. `None`: no kind model.
+        kind: Option<(Arc<KindModel>, f64)>,
     },
     /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
     /// it is the start), and record the probe's features in `sink`.
@@ -697,12 +703,24 @@ impl ProbePolicy {
                 margin,
                 gates,
                 rules,
+                kind,
                 ..
             } => {
                 let models = models.unwrap_or(own);
                 models.predict(self.mode, &self.names, x, &mut self.scores);
                 if let Some(then) = self.forced {
                     return (then, 0.0);
+                }
+                // The competitors' kind decides first at the probe's end (not tried: infinite
+                // gain).
+                if at_probe_end
+                    && self.mode == Mode::Default
+                    && let Some((model, threshold)) = kind
+                    && let Some((_, to)) = model.decide(x, *threshold)
+                    && let Some(to) = self.names.iter().position(|n| *n == to)
+                    && to != current
+                {
+                    return (to, f64::INFINITY);
                 }
                 // A rule's box decides before the models at the probe's end (and is not
                 // tried: infinite gain).

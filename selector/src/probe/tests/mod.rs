@@ -31,6 +31,7 @@ macro_rules! predict {
             later: None,
             gates: Vec::new(),
             rules: Vec::new(),
+            kind: None,
         };
         $(
             let value = $value;
@@ -600,3 +601,77 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
 mod models;
 mod options;
 mod watches;
+
+/// A kind model over [`NAMES`] started on BBR: flows whose queue drained (`rtt_ratio_drained`
+/// under 1.5) are labelled `drains` when `flag_drained`, the others `none`; `drains` scores best
+/// on Vegas.
+fn kind_model(flag_drained: bool) -> Arc<KindModel> {
+    let mut rng = ccp_algorithms::api::SplitMix64::new(3);
+    let samples: Vec<KindSample> = (0..200)
+        .map(|i| {
+            let mut x = [0.0; N_FEATURES];
+            for v in &mut x {
+                *v = rng.next_f64();
+            }
+            x[DRAINED] = 0.9 + 2.0 * f64::from(i % 20) / 20.0;
+            let drained = x[DRAINED] < 1.5;
+            let kind = if drained == flag_drained {
+                "drains"
+            } else {
+                "none"
+            };
+            let scores = NAMES
+                .iter()
+                .map(|c| ((*c).to_string(), if *c == "vegas" { 0.5 } else { 0.0 }))
+                .collect();
+            KindSample {
+                features: x,
+                kind: kind.into(),
+                scores,
+            }
+        })
+        .collect();
+    Arc::new(KindModel::train(&samples, "bbr", ProbeWindow::default()).unwrap())
+}
+
+#[test]
+fn the_competitors_kind_decides_before_the_rules_and_the_models() {
+    let keep = vec![ProbeRule::parse("start:rtt_ratio_drained=..1.5").unwrap()];
+    // The variable path on which the models move a flow to Copa; its queue drains, and the
+    // rule on that would keep the start.
+    for (flag_drained, to) in [(true, Some(2)), (false, None)] {
+        let probe = Probe::new(
+            predict!(one_second_models(),
+                rules: keep.clone(),
+                kind: Some((kind_model(flag_drained), kind::DEFAULT_THRESHOLD))),
+            HashMap::from([(5001, Mode::Delay)]),
+        );
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 40, 0.5);
+        let switches: Vec<&Decision> = d
+            .iter()
+            .filter(|d| matches!(d, Decision::SwitchTo(_)))
+            .collect();
+        match to {
+            Some(c) => assert_eq!(switches, [&Decision::SwitchTo(c)], "{d:?}"),
+            // Not flagged: the rule keeps the start, as without a kind model.
+            None => assert!(switches.is_empty(), "{d:?}"),
+        }
+        assert_eq!(current, to.unwrap_or(0));
+        // The kind is for default-mode flows: a delay-sensitive flow is not moved by it.
+        let mut p = probe.policy(&to_port(5001));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 40, 0.5);
+        assert!(!d.contains(&Decision::SwitchTo(2)), "{d:?}");
+    }
+    // A threshold of 1 moves nobody the model is not certain of.
+    let probe = Probe::new(
+        predict!(one_second_models(), rules: keep, kind: Some((kind_model(true), 1.0))),
+        HashMap::new(),
+    );
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.5);
+    assert!(!d.contains(&Decision::SwitchTo(2)), "{d:?}");
+}

@@ -1,0 +1,439 @@
+//! The competitors' kind at the probe's end: a classifier of who a flow shares its bottleneck
+//! with, and the move each kind pays for.
+//!
+//! Why: against competing flows the candidate that holds a flow's share depends on the
+//! competitors' kind (Cubic flows: a loss-based candidate; BBR flows: BBR; a mix: ARC), and the
+//! probe's regressors, fitted on the gain of each candidate, learn that mapping poorly from a
+//! few hundred competing flows (`docs/selector/competitors-kind.md`: known from the flow's
+//! start the kind alone is worth 60-63 % of the benchmark's headroom, known at the probe's end
+//! about 50-56 %). This model asks the narrower question: which kind of long-running competitor,
+//! if any, the probe met. One gradient-boosted log-loss booster per kind (one against the
+//! rest) scores the probe's features; the scores are turned into probabilities and normalized.
+//! A default-mode flow moves to its kind's candidate when the most probable kind is a
+//! competitor's and the probability that it competes with nobody is at most `1 - threshold`.
+//!
+//! What it follows: Antelope's per-CCA gradient-boosted models (`PAPERS.md` §2) for the
+//! learner, and TCP-RL's grouping of flows (§1.1) for the idea that a flow's group, not its
+//! every feature, picks its CCA. The labels are the scenario's (`ccp-eval gen-data --kind probe`
+//! writes the long-running cross traffic's kind per training flow: `none`, `cubic`, `bbr`,
+//! `mix`; finite flows under test are labelled `none`, since a move at the probe's end does not
+//! pay on flows that end soon after it); each kind's candidate is the one with the best mean
+//! counterfactual score over that kind's training flows. Left out: the buffer's depth (a
+//! second axis that paid on one validation set and not another); a kind's candidate per path
+//! (the regressors' job).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use forust_ml::objective::ObjectiveType;
+use forust_ml::{GradientBooster, Matrix};
+use serde::{Deserialize, Serialize};
+
+use super::features::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES, ProbeWindow};
+use crate::antelope::model::ModelError;
+use crate::antelope::reward::Mode;
+use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
+
+/// Format name in `manifest.json`.
+pub const FORMAT: &str = "probe-kind";
+/// Format version of `manifest.json`.
+pub const FORMAT_VERSION: u32 = 1;
+/// The label of a flow that shares its bottleneck with no long-running flow.
+pub const NONE: &str = "none";
+/// Trees per booster.
+pub const TREES: usize = 150;
+/// Tree depth.
+pub const DEPTH: usize = 4;
+/// Fewest samples' hessian in a leaf.
+pub const MIN_LEAF: f32 = 1.0;
+/// Learning rate.
+pub const LEARNING_RATE: f32 = 0.1;
+/// The deployed threshold: a flow moves only when the probability that it competes with
+/// nobody is at most `1 - threshold` (0.2). Chosen on the validation sets `selection-val3` and
+/// `selection-val4` among 0.5-0.95 (`docs/selector.md`, "The competitors' kind at the probe's
+/// end").
+pub const DEFAULT_THRESHOLD: f64 = 0.8;
+
+/// One training flow: its probe's features, its label and its counterfactual scores.
+#[derive(Debug, Clone)]
+pub struct KindSample {
+    /// The probe's features.
+    pub features: [f64; N_FEATURES],
+    /// The long-running competitors' kind (`none`, `cubic`, `bbr`, `mix`, ...).
+    pub kind: String,
+    /// Score of the flow switched to each candidate at the probe's end (the start included).
+    pub scores: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: String,
+    format_version: u32,
+    feature_schema: u32,
+    features: Vec<String>,
+    window: ProbeWindow,
+    /// The default mode's start candidate the training flows probed on.
+    start: String,
+    /// kind -> the candidate a flow of that kind moves to.
+    moves: BTreeMap<String, String>,
+    trees: usize,
+    depth: usize,
+    /// "default" -> kind -> booster file.
+    models: Table<String>,
+    /// "default" -> kind -> training flows of that kind.
+    samples: Table<usize>,
+}
+
+/// The classifier and each kind's move.
+pub struct KindModel {
+    window: ProbeWindow,
+    start: String,
+    moves: BTreeMap<String, String>,
+    boosters: Boosters,
+}
+
+impl std::fmt::Debug for KindModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindModel")
+            .field("start", &self.start)
+            .field("moves", &self.moves)
+            .field("samples", &self.boosters)
+            .finish_non_exhaustive()
+    }
+}
+
+fn booster() -> GradientBooster {
+    GradientBooster::default()
+        .set_objective_type(ObjectiveType::LogLoss)
+        .set_missing(-1.0)
+        .set_iterations(TREES)
+        .set_max_depth(DEPTH)
+        .set_min_leaf_weight(MIN_LEAF)
+        .set_learning_rate(LEARNING_RATE)
+        .set_parallel(false)
+        .set_seed(0)
+}
+
+fn training_error(what: &str, msg: String) -> ModelError {
+    ModelError::Booster {
+        path: format!("<training {what}>").into(),
+        msg,
+    }
+}
+
+impl KindModel {
+    /// Fits one booster per kind (each with at least one flow of its kind and one of another)
+    /// and picks each kind's candidate: the best mean score over its flows, if it is not
+    /// `start` (a kind whose best is the start has no move). `none` never moves.
+    pub fn train(
+        samples: &[KindSample],
+        start: &str,
+        window: ProbeWindow,
+    ) -> Result<Self, ModelError> {
+        let mut by_kind: BTreeMap<&str, Vec<&KindSample>> = BTreeMap::new();
+        for s in samples {
+            by_kind.entry(s.kind.as_str()).or_default().push(s);
+        }
+        if !by_kind.contains_key(NONE) || by_kind.len() < 2 {
+            return Err(training_error(
+                "kinds",
+                format!(
+                    "need flows labelled `{NONE}` and of at least one competitor kind, got {:?}",
+                    by_kind.keys().collect::<Vec<_>>()
+                ),
+            ));
+        }
+        let n = samples.len();
+        let mut data = vec![0.0; n * N_FEATURES];
+        for (i, s) in samples.iter().enumerate() {
+            for (j, v) in s.features.iter().enumerate() {
+                data[j * n + i] = *v;
+            }
+        }
+        let matrix = Matrix::new(&data, n, N_FEATURES);
+        let mut boosters = Boosters::default();
+        let mut moves = BTreeMap::new();
+        for (kind, flows) in &by_kind {
+            let y: Vec<f64> = samples
+                .iter()
+                .map(|s| f64::from(u8::from(s.kind == *kind)))
+                .collect();
+            let mut b = booster();
+            b.fit_unweighted(&matrix, &y, None)
+                .map_err(|e| training_error(kind, e.to_string()))?;
+            boosters.insert(Mode::Default, kind, b, flows.len());
+            if *kind == NONE {
+                continue;
+            }
+            let mut sums: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+            for f in flows {
+                for (c, v) in &f.scores {
+                    if v.is_finite() {
+                        let e = sums.entry(c.as_str()).or_default();
+                        e.0 += v;
+                        e.1 += 1;
+                    }
+                }
+            }
+            let best = sums
+                .iter()
+                .filter(|(_, (_, k))| *k == flows.len())
+                .map(|(c, (s, k))| (*c, s / *k as f64))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((c, _)) = best
+                && c != start
+            {
+                moves.insert((*kind).to_string(), c.to_string());
+            }
+        }
+        Ok(Self {
+            window,
+            start: start.to_string(),
+            moves,
+            boosters,
+        })
+    }
+
+    /// The probe window the training flows used.
+    pub fn window(&self) -> ProbeWindow {
+        self.window
+    }
+
+    /// The default mode's start candidate the model was trained on.
+    pub fn start(&self) -> &str {
+        &self.start
+    }
+
+    /// Each competitor kind's candidate.
+    pub fn moves(&self) -> &BTreeMap<String, String> {
+        &self.moves
+    }
+
+    /// Probability of each kind for features `x` (one-against-the-rest probabilities,
+    /// normalized to sum to 1).
+    pub fn probabilities(&self, x: &[f64; N_FEATURES]) -> Vec<(&str, f64)> {
+        let Some(models) = self.boosters.of(Mode::Default) else {
+            return Vec::new();
+        };
+        let m = Matrix::new(x, 1, N_FEATURES);
+        let mut out: Vec<(&str, f64)> = models
+            .iter()
+            .map(|(k, b)| {
+                let z = b.predict(&m, false).first().copied().unwrap_or(f64::NAN);
+                let p = 1.0 / (1.0 + (-z).exp());
+                (k.as_str(), if p.is_finite() { p } else { 0.0 })
+            })
+            .collect();
+        let total: f64 = out.iter().map(|(_, p)| p).sum();
+        if total > 0.0 {
+            for (_, p) in &mut out {
+                *p /= total;
+            }
+        }
+        out
+    }
+
+    /// The kind and candidate a flow with features `x` moves to, if any: the most probable
+    /// kind is a competitor's with a move, and `P(none) <= 1 - threshold`.
+    pub fn decide(&self, x: &[f64; N_FEATURES], threshold: f64) -> Option<(&str, &str)> {
+        let p = self.probabilities(x);
+        let none = p.iter().find(|(k, _)| *k == NONE).map_or(1.0, |(_, v)| *v);
+        let (kind, _) = p.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        if *kind == NONE || none > 1.0 - threshold {
+            return None;
+        }
+        let target = self.moves.get(*kind)?;
+        Some((kind, target.as_str()))
+    }
+
+    /// Writes the model to `dir` (created if needed).
+    pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
+        std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let (models, samples) = self.boosters.write(dir)?;
+        let manifest = Manifest {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            feature_schema: FEATURE_SCHEMA_VERSION,
+            features: FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect(),
+            window: self.window,
+            start: self.start.clone(),
+            moves: self.moves.clone(),
+            trees: TREES,
+            depth: DEPTH,
+            models,
+            samples,
+        };
+        write_manifest(&dir.join("manifest.json"), &manifest)
+    }
+
+    /// Reads a model written by [`KindModel::save`], checking format, feature schema, trees,
+    /// and that every kind with a move has a booster and `none` has one.
+    pub fn load(dir: &Path) -> Result<Self, ModelError> {
+        let path = dir.join("manifest.json");
+        let manifest: Manifest = read_manifest(&path)?;
+        let bad = |msg: String| ModelError::Manifest {
+            path: path.clone(),
+            msg,
+        };
+        if manifest.format != FORMAT {
+            return Err(bad(format!(
+                "format is `{}`, not `{FORMAT}`",
+                manifest.format
+            )));
+        }
+        if manifest.format_version != FORMAT_VERSION {
+            return Err(ModelError::Version {
+                path,
+                what: "format_version",
+                found: manifest.format_version,
+                expected: FORMAT_VERSION,
+            });
+        }
+        if manifest.feature_schema != FEATURE_SCHEMA_VERSION {
+            return Err(ModelError::Version {
+                path,
+                what: "feature_schema",
+                found: manifest.feature_schema,
+                expected: FEATURE_SCHEMA_VERSION,
+            });
+        }
+        let expected: Vec<String> = FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect();
+        if manifest.features != expected {
+            return Err(ModelError::Features {
+                path,
+                found: manifest.features,
+                expected,
+            });
+        }
+        if manifest.models.keys().any(|m| m != Mode::Default.name()) {
+            return Err(bad("models are for the default mode only".into()));
+        }
+        let boosters = Boosters::read(dir, &path, &manifest.models, &manifest.samples, N_FEATURES)?;
+        let kinds = boosters.candidates(Mode::Default);
+        if !kinds.contains(&NONE) {
+            return Err(bad(format!("no booster for `{NONE}`")));
+        }
+        if let Some(k) = manifest.moves.keys().find(|k| !kinds.contains(&k.as_str())) {
+            return Err(bad(format!("a move for `{k}`, which has no booster")));
+        }
+        if manifest.moves.contains_key(NONE) {
+            return Err(bad(format!("`{NONE}` cannot have a move")));
+        }
+        Ok(Self {
+            window: manifest.window,
+            start: manifest.start,
+            moves: manifest.moves,
+            boosters,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Flows whose drained ratio (a standing queue) and loss tell their kind: `none` drains,
+    /// `cubic` holds a queue with few losses, `bbr` holds one with many. Each kind scores best
+    /// on its own candidate.
+    fn samples(n: usize) -> Vec<KindSample> {
+        let mut rng = ccp_algorithms::api::SplitMix64::new(7);
+        let mut out = Vec::new();
+        for i in 0..n {
+            let (kind, drained, loss, best) = match i % 3 {
+                0 => (NONE, 1.0, 1.0, "copa"),
+                1 => ("cubic", 2.5, 5.0, "cubic"),
+                _ => ("bbr", 2.5, 200.0, "bbr"),
+            };
+            let mut x = [0.0; N_FEATURES];
+            for v in &mut x {
+                *v = rng.next_f64();
+            }
+            x[super::super::features::DRAINED] = drained + 0.3 * rng.next_f64();
+            x[super::super::features::LOSS] = loss * (1.0 + rng.next_f64());
+            let scores = ["copa", "cubic", "bbr"]
+                .iter()
+                .map(|c| ((*c).to_string(), if *c == best { 0.0 } else { -1.0 }))
+                .collect();
+            out.push(KindSample {
+                features: x,
+                kind: kind.to_string(),
+                scores,
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn it_learns_the_kinds_and_their_moves_and_round_trips() {
+        let train = samples(300);
+        let m = KindModel::train(&train, "copa", ProbeWindow::default()).unwrap();
+        assert_eq!(m.moves().get("cubic").map(String::as_str), Some("cubic"));
+        assert_eq!(m.moves().get("bbr").map(String::as_str), Some("bbr"));
+        assert!(!m.moves().contains_key(NONE));
+        let test = samples(90);
+        let right = test
+            .iter()
+            .filter(|s| {
+                let want = (s.kind != NONE).then_some(s.kind.as_str());
+                m.decide(&s.features, DEFAULT_THRESHOLD).map(|(k, _)| k) == want
+            })
+            .count();
+        assert!(right >= 85, "{right} of 90 right");
+        let p = m.probabilities(&test[0].features);
+        assert!((p.iter().map(|(_, v)| v).sum::<f64>() - 1.0).abs() < 1e-9);
+        let dir = std::env::temp_dir().join(format!("ccp-kind-{}", std::process::id()));
+        m.save(&dir).unwrap();
+        let back = KindModel::load(&dir).unwrap();
+        for s in &test {
+            assert_eq!(m.decide(&s.features, 0.8), back.decide(&s.features, 0.8));
+        }
+        // A threshold of 1 leaves no room for doubt: only P(none) = 0 moves.
+        assert!(test.iter().all(|s| back.decide(&s.features, 1.0).is_none()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn training_without_lone_flows_or_with_one_kind_is_refused() {
+        let only_cubic: Vec<_> = samples(30)
+            .into_iter()
+            .filter(|s| s.kind == "cubic")
+            .collect();
+        assert!(KindModel::train(&only_cubic, "copa", ProbeWindow::default()).is_err());
+        let only_none: Vec<_> = samples(30).into_iter().filter(|s| s.kind == NONE).collect();
+        assert!(KindModel::train(&only_none, "copa", ProbeWindow::default()).is_err());
+    }
+
+    #[test]
+    fn damaged_manifests_say_what_is_wrong() {
+        let m = KindModel::train(&samples(60), "copa", ProbeWindow::default()).unwrap();
+        let dir = std::env::temp_dir().join(format!("ccp-kind-bad-{}", std::process::id()));
+        m.save(&dir).unwrap();
+        let path = dir.join("manifest.json");
+        let good = std::fs::read_to_string(&path).unwrap();
+        for (from, to, says) in [
+            ("\"probe-kind\"", "\"probe-models\"", "format"),
+            (
+                "\"feature_schema\": 2",
+                "\"feature_schema\": 1",
+                "feature_schema",
+            ),
+            (
+                "\"cubic\": \"cubic\"",
+                "\"none\": \"cubic\"",
+                "cannot have a move",
+            ),
+            ("\"cubic\": \"cubic\"", "\"vegas\": \"cubic\"", "no booster"),
+        ] {
+            assert!(good.contains(from), "{from} not in the manifest");
+            std::fs::write(&path, good.replacen(from, to, 1)).unwrap();
+            let e = KindModel::load(&dir).unwrap_err().to_string();
+            assert!(e.contains(says), "{from} -> {to}: {e}");
+        }
+        std::fs::write(&path, "{").unwrap();
+        assert!(KindModel::load(&dir).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
