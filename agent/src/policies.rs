@@ -226,7 +226,10 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 /// fallback); a default-mode flow that keeps its start may drain at the probe's end
 /// (`probe::default_drain`); a flow to a /24 whose last probing flow moved over a standing
 /// queue starts on that move's candidate without a probe (`probe::default_memory`, kept for
-/// the agent's lifetime). A flow asks for its one switch
+/// the agent's lifetime); with the kind model in `<selector.models>/probe-kind/` (shipped), a
+/// default-mode flow it places among competitors moves to their kind's candidate at the
+/// probe's end (`probe::kind`, at `probe::kind::DEFAULT_THRESHOLD`; a damaged model there is an
+/// error). A flow asks for its one switch
 /// on the report that ends its probe: configure `selector.hysteresis` with one agreeing
 /// decision and no dwell to deploy it as evaluated (the loss hold may stay).
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
@@ -245,6 +248,14 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     } else {
         None
     };
+    let kind_dir = ctx.model_path("probe", "probe-kind")?;
+    let kind = if kind_dir.exists() {
+        let m = ccp_selector::probe::KindModel::load(&kind_dir)
+            .map_err(|e| model_error("probe", e.to_string()))?;
+        Some((Arc::new(m), ccp_selector::probe::kind::DEFAULT_THRESHOLD))
+    } else {
+        None
+    };
     let shared = Probe::with_options(
         ProbeChoice::Predict {
             models: Arc::new(models),
@@ -255,6 +266,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             later,
             gates: default_gates(),
             rules: default_rules(),
+            kind,
         },
         modes(ctx.preferences),
         ProbeOptions {

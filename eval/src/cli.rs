@@ -154,11 +154,13 @@ enum Command {
         #[arg(long)]
         probe_rtts: Option<u32>,
     },
-    /// Train models: `train antelope|outcome|probe DIR... --out eval/models/<policy>` (selection
-    /// policies; several directories: their samples together) or `train lptcp DIR --out
-    /// eval/models/lptcp` (LP-TCP's random forest).
+    /// Train models: `train antelope|outcome|probe|probe-kind DIR... --out
+    /// eval/models/<policy>` (selection policies; several directories: their samples together;
+    /// `probe-kind`: the probe policy's competitors' kind, from `gen-data --kind probe`
+    /// directories with their `competitors.csv`) or `train lptcp DIR --out eval/models/lptcp`
+    /// (LP-TCP's random forest).
     Train {
-        /// What to train (`antelope`, `outcome`, `probe` or `lptcp`).
+        /// What to train (`antelope`, `outcome`, `probe`, `probe-kind` or `lptcp`).
         policy: String,
         /// Directories (or files) with the samples from `gen-data` (`lptcp`: one).
         #[arg(required = true, num_args = 1..)]
@@ -372,6 +374,7 @@ fn train_cmd(cmd: Command) -> ExitCode {
         }
         "probe" if bags == 0 => fail(2, "train probe: --bags must be at least 1"),
         "probe" if folds == 1 => fail(2, "train probe: --folds must be 0 or at least 2"),
+        "probe-kind" => done(crate::probe_kind::train(&data, &out)),
         "probe" => done(crate::probe::train(
             &data,
             &out,

@@ -18,6 +18,7 @@ pub mod iw_web;
 pub mod lptcp;
 pub mod outdir;
 pub mod probe;
+pub mod probe_kind;
 pub mod ray;
 pub mod report;
 pub mod results;

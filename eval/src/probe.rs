@@ -188,6 +188,7 @@ pub fn gen_data(
         (&a.condition, a.seed, a.mode, &a.target).cmp(&(&b.condition, b.seed, b.mode, &b.target))
     });
     write_rows(&out.join(DATA_FILE), &rows)?;
+    crate::probe_kind::write_labels(scenario, out)?;
     let meta = ProbeMeta {
         window,
         starts: names(&starts),

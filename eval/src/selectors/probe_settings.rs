@@ -35,6 +35,59 @@ pub fn probe_models() -> Result<Arc<ProbeModels>, String> {
         .clone()
 }
 
+/// Where `selector-probe` reads its kind model ([`probe::kind`]): `$CCP_PROBE_KIND_MODELS`, else
+/// the shipped one, `selector/models/probe-kind` (`make probe-kind-model`).
+pub fn probe_kind_dir() -> PathBuf {
+    env_dir("CCP_PROBE_KIND_MODELS", "../selector/models/probe-kind")
+}
+
+/// The competitors' kind of `selector-probe` ([`probe::kind`]) and its threshold:
+/// `$CCP_PROBE_KIND` = `off` (none) or a threshold in (0, 1], else
+/// [`probe::kind::DEFAULT_THRESHOLD`]; the model loaded once per process from
+/// [`probe_kind_dir`]. A model that does not load, or was trained on another start than the
+/// probe models', is reported once and the policy runs without it.
+pub fn probe_kind() -> Option<(Arc<probe::KindModel>, f64)> {
+    static MODEL: OnceLock<Result<Arc<probe::KindModel>, String>> = OnceLock::new();
+    let threshold = match std::env::var("CCP_PROBE_KIND") {
+        Ok(v) if v.trim() == "off" => return None,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(t) if t > 0.0 && t <= 1.0 => t,
+            _ => {
+                report_once(&format!(
+                    "CCP_PROBE_KIND={v:?} ignored: not `off` or a threshold in (0, 1]"
+                ));
+                probe::kind::DEFAULT_THRESHOLD
+            }
+        },
+        Err(_) => probe::kind::DEFAULT_THRESHOLD,
+    };
+    let model = MODEL
+        .get_or_init(|| {
+            let dir = probe_kind_dir();
+            let m = probe::KindModel::load(&dir).map_err(|e| e.to_string())?;
+            let start = probe_models().ok().and_then(|p| {
+                p.start_for(ccp_selector::antelope::reward::Mode::Default)
+                    .map(str::to_string)
+            });
+            match start {
+                Some(s) if s != m.start() => Err(format!(
+                    "{}: trained on flows started on {}, the probe models start on {s}",
+                    dir.display(),
+                    m.start()
+                )),
+                _ => Ok(Arc::new(m)),
+            }
+        })
+        .clone();
+    match model {
+        Ok(m) => Some((m, threshold)),
+        Err(e) => {
+            report_once(&format!("selector-probe runs without its kind model: {e}"));
+            None
+        }
+    }
+}
+
 /// The margin of `selector-probe`: `$CCP_PROBE_MARGIN` (a finite number, for a sweep on a
 /// validation set; below 0, a trial is proposed even for a predicted loss), else
 /// [`probe::DEFAULT_MARGIN`].
