@@ -26,7 +26,7 @@ export CCP_ONNX_REQUIRED := 1
 RAY_VERSION := 2.60.0
 export CCP_RAY_REQUIRED := 1
 
-.PHONY: all build run test deps bench demo venv onnx-example models tcprl-model arc-model probe-model ns3 ns3-calibrate
+.PHONY: all build run test deps bench demo venv onnx-example models tcprl-model arc-model probe-model probe-kind-model ns3 ns3-calibrate
 
 # `ccp-agent/kernel` and `ccp-eval/kernel` enable `ccp-datapath/kernel` too (the agent's
 # `iw.kernel_cgroup` and `ccp-kernel-datapath`, the harness's `run --datapath kernel`); all are
@@ -80,6 +80,16 @@ $(MODELS) &: eval/models.version $(LPTCP_MODEL)
 probe-model: deps $(LPTCP_MODEL)
 	$(EVAL) gen-data selection-train --kind probe --out results/probe-selection-train
 	$(EVAL) train probe results/probe-selection-train --out selector/models/probe
+
+# The probe policy's kind model (selector/models/probe-kind, shipped; docs/selector.md, "The
+# competitors' kind at the probe's end"): counterfactual runs of five training sets started as
+# the shipped probe models start, labelled by their long-running cross traffic.
+KIND_SETS := selection-train selection-train2 competition-train competition-train2 lone-train
+probe-kind-model: deps $(LPTCP_MODEL)
+	for s in $(KIND_SETS); do \
+	  $(EVAL) gen-data $$s --kind probe --starts selector/models/probe/manifest.json --out results/probe-kind/$$s || exit 1; \
+	done
+	$(EVAL) train probe-kind $(addprefix results/probe-kind/,$(KIND_SETS)) --out selector/models/probe-kind
 
 models: deps $(LPTCP_MODEL) $(MODELS)
 

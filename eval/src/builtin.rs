@@ -78,6 +78,11 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/competition-train.toml"),
     ),
     (
+        "competition-train2",
+        include_str!("../scenarios/competition-train2.toml"),
+    ),
+    ("lone-train", include_str!("../scenarios/lone-train.toml")),
+    (
         "selection-kernel",
         include_str!("../scenarios/selection-kernel.toml"),
     ),
