@@ -654,7 +654,7 @@ fn describe(summary: &mut String, scores: &BTreeMap<Mode, CvMode>) {
 /// The rows of `gen-data --kind probe`'s directory `d`, whose window and starts must be
 /// `meta`'s (said to be `against`'s when they are not); `meta` becomes the directory's when
 /// it was `None`.
-fn read_dir(
+pub(crate) fn read_dir(
     d: &Path,
     meta: &mut Option<ProbeMeta>,
     against: &str,

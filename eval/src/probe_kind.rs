@@ -12,7 +12,7 @@ use ccp_selector::antelope::Mode;
 use ccp_selector::probe::kind::NONE;
 use ccp_selector::probe::{KindModel, KindSample, N_FEATURES};
 
-use crate::probe::{ProbeMeta, read_meta, read_rows};
+use crate::probe::{ProbeMeta, read_dir};
 use crate::scenario::{Condition, Scenario};
 
 /// The labels' file in a `gen-data --kind probe` directory.
@@ -100,18 +100,8 @@ pub fn train(data: &[PathBuf], out: &Path) -> Result<String, String> {
     let mut meta: Option<ProbeMeta> = None;
     let mut samples = Vec::new();
     for d in data {
-        let m = read_meta(d)?;
-        if let Some(known) = meta.as_ref()
-            && *known != m
-        {
-            return Err(format!(
-                "{}: window or starts differ from the first directory's",
-                d.display()
-            ));
-        }
-        meta = Some(m);
+        let rows = read_dir(d, &mut meta, "the first directory's")?;
         let labels = read_labels(&d.join(LABEL_FILE))?;
-        let rows = read_rows(&d.join(crate::probe::DATA_FILE))?;
         let mut flows: BTreeMap<(&str, u64), Flow> = BTreeMap::new();
         for r in rows.iter().filter(|r| r.mode == Mode::Default) {
             let e = flows

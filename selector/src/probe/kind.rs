@@ -278,36 +278,13 @@ impl KindModel {
             path: path.clone(),
             msg,
         };
-        if manifest.format != FORMAT {
-            return Err(bad(format!(
-                "format is `{}`, not `{FORMAT}`",
-                manifest.format
-            )));
-        }
-        if manifest.format_version != FORMAT_VERSION {
-            return Err(ModelError::Version {
-                path,
-                what: "format_version",
-                found: manifest.format_version,
-                expected: FORMAT_VERSION,
-            });
-        }
-        if manifest.feature_schema != FEATURE_SCHEMA_VERSION {
-            return Err(ModelError::Version {
-                path,
-                what: "feature_schema",
-                found: manifest.feature_schema,
-                expected: FEATURE_SCHEMA_VERSION,
-            });
-        }
-        let expected: Vec<String> = FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect();
-        if manifest.features != expected {
-            return Err(ModelError::Features {
-                path,
-                found: manifest.features,
-                expected,
-            });
-        }
+        super::model::check_header(
+            &path,
+            (&manifest.format, FORMAT),
+            (manifest.format_version, FORMAT_VERSION),
+            manifest.feature_schema,
+            &manifest.features,
+        )?;
         if manifest.models.keys().any(|m| m != Mode::Default.name()) {
             return Err(bad("models are for the default mode only".into()));
         }

@@ -329,36 +329,13 @@ impl ProbeModels {
     pub fn load(dir: &Path) -> Result<Self, ModelError> {
         let path = dir.join("manifest.json");
         let manifest: Manifest = read_manifest(&path)?;
-        if manifest.format != FORMAT {
-            return Err(ModelError::Manifest {
-                path,
-                msg: format!("format is `{}`, not `{FORMAT}`", manifest.format),
-            });
-        }
-        if !(1..=FORMAT_VERSION).contains(&manifest.format_version) {
-            return Err(ModelError::Version {
-                path,
-                what: "format_version",
-                found: manifest.format_version,
-                expected: FORMAT_VERSION,
-            });
-        }
-        if manifest.feature_schema != FEATURE_SCHEMA_VERSION {
-            return Err(ModelError::Version {
-                path,
-                what: "feature_schema",
-                found: manifest.feature_schema,
-                expected: FEATURE_SCHEMA_VERSION,
-            });
-        }
-        let expected: Vec<String> = FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect();
-        if manifest.features != expected {
-            return Err(ModelError::Features {
-                path,
-                found: manifest.features,
-                expected,
-            });
-        }
+        check_header(
+            &path,
+            (&manifest.format, FORMAT),
+            (manifest.format_version, FORMAT_VERSION),
+            manifest.feature_schema,
+            &manifest.features,
+        )?;
         let mode_of = |name: &str, what: &str| {
             Mode::parse(name).ok_or_else(|| ModelError::Manifest {
                 path: path.clone(),
@@ -402,6 +379,49 @@ impl ProbeModels {
         }
         Ok(set)
     }
+}
+
+/// Checks a probe model manifest's header (at `path`): its format is `format.1`, its format
+/// version between 1 and `version.1`, and its feature schema and names this build's.
+pub(super) fn check_header(
+    path: &Path,
+    format: (&str, &str),
+    version: (u32, u32),
+    feature_schema: u32,
+    features: &[String],
+) -> Result<(), ModelError> {
+    let path = path.to_path_buf();
+    if format.0 != format.1 {
+        return Err(ModelError::Manifest {
+            path,
+            msg: format!("format is `{}`, not `{}`", format.0, format.1),
+        });
+    }
+    if !(1..=version.1).contains(&version.0) {
+        return Err(ModelError::Version {
+            path,
+            what: "format_version",
+            found: version.0,
+            expected: version.1,
+        });
+    }
+    if feature_schema != FEATURE_SCHEMA_VERSION {
+        return Err(ModelError::Version {
+            path,
+            what: "feature_schema",
+            found: feature_schema,
+            expected: FEATURE_SCHEMA_VERSION,
+        });
+    }
+    let expected: Vec<String> = FEATURE_NAMES.iter().map(|s| (*s).to_string()).collect();
+    if features != expected.as_slice() {
+        return Err(ModelError::Features {
+            path,
+            found: features.to_vec(),
+            expected,
+        });
+    }
+    Ok(())
 }
 
 /// How often each of `paths` is drawn in bag `k`'s bootstrap resample (as many draws as
