@@ -20,7 +20,7 @@
 //! pay on flows that end soon after it); each kind's candidate is the one with the best mean
 //! counterfactual score over that kind's training flows. Left out: the buffer's depth (a
 //! second axis that paid on one validation set and not another); a kind's candidate per path
-//! (the regressors' job).
+//! (the regressors' job). Measured in `docs/selector/kind-model.md`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -210,9 +210,15 @@ impl KindModel {
     }
 
     /// Probability of each kind for features `x` (one-against-the-rest probabilities,
-    /// normalized to sum to 1).
+    /// normalized to sum to 1); none when a feature is not finite.
     pub fn probabilities(&self, x: &[f64; N_FEATURES]) -> Vec<(&str, f64)> {
-        let Some(models) = self.boosters.of(Mode::Default) else {
+        // forust panics on a NaN that is not its missing value; a probe's features are finite,
+        // and anything else is scored as nothing.
+        let Some(models) = self
+            .boosters
+            .of(Mode::Default)
+            .filter(|_| x.iter().all(|v| v.is_finite()))
+        else {
             return Vec::new();
         };
         let m = Matrix::new(x, 1, N_FEATURES);
@@ -237,6 +243,10 @@ impl KindModel {
     /// kind is a competitor's with a move, and `P(none) <= 1 - threshold`.
     pub fn decide(&self, x: &[f64; N_FEATURES], threshold: f64) -> Option<(&str, &str)> {
         let p = self.probabilities(x);
+        // No usable score (a booster's output was not a number): no move.
+        if p.iter().map(|(_, v)| v).sum::<f64>() <= 0.0 {
+            return None;
+        }
         let none = p.iter().find(|(k, _)| *k == NONE).map_or(1.0, |(_, v)| *v);
         let (kind, _) = p.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
         if *kind == NONE || none > 1.0 - threshold {
@@ -366,6 +376,13 @@ mod tests {
         let back = KindModel::load(&dir).unwrap();
         for s in &test {
             assert_eq!(m.decide(&s.features, 0.8), back.decide(&s.features, 0.8));
+        }
+        // Features no probe gives (not numbers, infinite) move nobody, without a panic.
+        let mut one_bad = test[1].features;
+        one_bad[3] = f64::NAN;
+        for bad in [[f64::NAN; N_FEATURES], [f64::INFINITY; N_FEATURES], one_bad] {
+            assert!(back.probabilities(&bad).is_empty());
+            assert_eq!(back.decide(&bad, 0.8), None);
         }
         // A threshold of 1 leaves no room for doubt: only P(none) = 0 moves.
         assert!(test.iter().all(|s| back.decide(&s.features, 1.0).is_none()));

@@ -259,7 +259,8 @@ impl ProbeModels {
     /// Bag `k`'s predicted gain of switching to each of `names` (in that order) over staying
     /// on the start of `mode` (a mode without models in the bag uses its default-mode models):
     /// the start candidate scores 0, a candidate without a model `f64::NEG_INFINITY`; every
-    /// candidate `f64::NEG_INFINITY` when there is no bag `k`.
+    /// candidate `f64::NEG_INFINITY` when there is no bag `k`, and every one but the start
+    /// when a feature is not finite.
     pub fn predict_in_bag(
         &self,
         k: usize,
@@ -278,6 +279,9 @@ impl ProbeModels {
             None => (Mode::Default, bag.of(Mode::Default)),
         };
         let start = self.start_for(mode);
+        // forust panics on a NaN that is not its missing value: features that are not finite
+        // (no probe gives them) predict nothing, and only the start scores.
+        let models = models.filter(|_| features.iter().all(|v| v.is_finite()));
         let m = Matrix::new(features, 1, N_FEATURES);
         for name in names {
             let score = if Some(*name) == start {

@@ -32,6 +32,14 @@ fn the_models_learn_the_gain_of_each_candidate_over_the_start() {
         &mut out,
     );
     assert!(out[1].is_infinite() && out[1] < 0.0);
+    // Features that are not finite (no probe gives them) predict no move, without a panic.
+    let mut bad = features(3.0, 0.0);
+    bad[2] = f64::NAN;
+    m.predict(Mode::Default, &NAMES, &bad, &mut out);
+    assert!(
+        out[0].abs() < 1e-12 && out[1..].iter().all(|v| *v == f64::NEG_INFINITY),
+        "{out:?}"
+    );
 }
 
 #[test]
