@@ -252,14 +252,16 @@ impl ModelSet {
     /// Predicted next-unit reward of each candidate in `names` (in that order) under `mode`
     /// (a set without models for `mode`, e.g. `outcome` models fitted for the default mode
     /// only, predicts with its default-mode models); a candidate with no model scores
-    /// `f64::NEG_INFINITY` and never wins.
+    /// `f64::NEG_INFINITY` and never wins, as does every candidate when a feature is not
+    /// finite (forust panics on a NaN that is not its missing value).
     pub fn predict(&self, mode: Mode, names: &[&str], features: &[f64; 7], out: &mut Vec<f64>) {
         out.clear();
         let m = Matrix::new(features, 1, FEATURE_NAMES.len());
         let models = self
             .boosters
             .of(mode)
-            .or_else(|| self.boosters.of(Mode::Default));
+            .or_else(|| self.boosters.of(Mode::Default))
+            .filter(|_| features.iter().all(|v| v.is_finite()));
         for name in names {
             let score = models
                 .and_then(|ms| ms.get(*name))

@@ -91,6 +91,11 @@ fn trained_models_rank_candidates_as_the_data_does_and_survive_a_round_trip() {
     // A candidate without a model never wins.
     back.predict(Mode::Default, &["reno", "cubic"], &flat, &mut again);
     assert_eq!(again[0], f64::NEG_INFINITY);
+    // Features that are not finite score nothing, without a panic.
+    let mut bad = flat;
+    bad[0] = f64::NAN;
+    back.predict(Mode::Default, &NAMES, &bad, &mut again);
+    assert!(again.iter().all(|v| *v == f64::NEG_INFINITY), "{again:?}");
 }
 
 /// forust-ml evaluates a tree by following child indices without checks: a booster file whose
