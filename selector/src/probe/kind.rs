@@ -25,11 +25,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use forust_ml::Matrix;
 use forust_ml::objective::ObjectiveType;
-use forust_ml::{GradientBooster, Matrix};
 use serde::{Deserialize, Serialize};
 
 use super::features::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES, ProbeWindow};
+use super::model::{booster, column_major};
 use crate::antelope::model::ModelError;
 use crate::antelope::reward::Mode;
 use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
@@ -102,18 +103,6 @@ impl std::fmt::Debug for KindModel {
     }
 }
 
-fn booster() -> GradientBooster {
-    GradientBooster::default()
-        .set_objective_type(ObjectiveType::LogLoss)
-        .set_missing(-1.0)
-        .set_iterations(TREES)
-        .set_max_depth(DEPTH)
-        .set_min_leaf_weight(MIN_LEAF)
-        .set_learning_rate(LEARNING_RATE)
-        .set_parallel(false)
-        .set_seed(0)
-}
-
 fn training_error(what: &str, msg: String) -> ModelError {
     ModelError::Booster {
         path: format!("<training {what}>").into(),
@@ -143,14 +132,8 @@ impl KindModel {
                 ),
             ));
         }
-        let n = samples.len();
-        let mut data = vec![0.0; n * N_FEATURES];
-        for (i, s) in samples.iter().enumerate() {
-            for (j, v) in s.features.iter().enumerate() {
-                data[j * n + i] = *v;
-            }
-        }
-        let matrix = Matrix::new(&data, n, N_FEATURES);
+        let data = column_major(&samples.iter().map(|s| &s.features).collect::<Vec<_>>());
+        let matrix = Matrix::new(&data, samples.len(), N_FEATURES);
         let mut boosters = Boosters::default();
         let mut moves = BTreeMap::new();
         for (kind, flows) in &by_kind {
@@ -158,7 +141,13 @@ impl KindModel {
                 .iter()
                 .map(|s| f64::from(u8::from(s.kind == *kind)))
                 .collect();
-            let mut b = booster();
+            let mut b = booster(
+                ObjectiveType::LogLoss,
+                TREES,
+                DEPTH,
+                MIN_LEAF,
+                LEARNING_RATE,
+            );
             b.fit_unweighted(&matrix, &y, None)
                 .map_err(|e| training_error(kind, e.to_string()))?;
             boosters.insert(Mode::Default, kind, b, flows.len());
@@ -210,7 +199,8 @@ impl KindModel {
     }
 
     /// Probability of each kind for features `x` (one-against-the-rest probabilities,
-    /// normalized to sum to 1); none when a feature is not finite.
+    /// normalized to sum to 1); none when a feature is not finite or no booster gives a
+    /// number.
     pub fn probabilities(&self, x: &[f64; N_FEATURES]) -> Vec<(&str, f64)> {
         // forust panics on a NaN that is not its missing value; a probe's features are finite,
         // and anything else is scored as nothing.
@@ -231,10 +221,11 @@ impl KindModel {
             })
             .collect();
         let total: f64 = out.iter().map(|(_, p)| p).sum();
-        if total > 0.0 {
-            for (_, p) in &mut out {
-                *p /= total;
-            }
+        if total <= 0.0 {
+            return Vec::new();
+        }
+        for (_, p) in &mut out {
+            *p /= total;
         }
         out
     }
@@ -243,10 +234,6 @@ impl KindModel {
     /// kind is a competitor's with a move, and `P(none) <= 1 - threshold`.
     pub fn decide(&self, x: &[f64; N_FEATURES], threshold: f64) -> Option<(&str, &str)> {
         let p = self.probabilities(x);
-        // No usable score (a booster's output was not a number): no move.
-        if p.iter().map(|(_, v)| v).sum::<f64>() <= 0.0 {
-            return None;
-        }
         let none = p.iter().find(|(k, _)| *k == NONE).map_or(1.0, |(_, v)| *v);
         let (kind, _) = p.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
         if *kind == NONE || none > 1.0 - threshold {

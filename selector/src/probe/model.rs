@@ -125,17 +125,39 @@ impl std::fmt::Debug for ProbeModels {
     }
 }
 
-fn booster() -> GradientBooster {
+/// An unfitted booster over the probe's features with `objective` and its size: `trees` of
+/// `depth`, `min_leaf` hessian in a leaf, `learning_rate` (the gain regressors' and the kind
+/// model's).
+pub(super) fn booster(
+    objective: ObjectiveType,
+    trees: usize,
+    depth: usize,
+    min_leaf: f32,
+    learning_rate: f32,
+) -> GradientBooster {
     GradientBooster::default()
-        .set_objective_type(ObjectiveType::SquaredLoss)
+        .set_objective_type(objective)
         // Features are never negative; a finite sentinel keeps the JSON valid.
         .set_missing(-1.0)
-        .set_iterations(TREES)
-        .set_max_depth(DEPTH)
-        .set_min_leaf_weight(MIN_LEAF)
-        .set_learning_rate(LEARNING_RATE)
+        .set_iterations(trees)
+        .set_max_depth(depth)
+        .set_min_leaf_weight(min_leaf)
+        .set_learning_rate(learning_rate)
         .set_parallel(false)
         .set_seed(0)
+}
+
+/// The features of `rows` in forust's column-major layout (feature by feature), for a
+/// `Matrix` of `rows.len()` rows and [`N_FEATURES`] columns.
+pub(super) fn column_major(rows: &[&[f64; N_FEATURES]]) -> Vec<f64> {
+    let n = rows.len();
+    let mut data = vec![0.0; n * N_FEATURES];
+    for (i, x) in rows.iter().enumerate() {
+        for (j, v) in x.iter().enumerate() {
+            data[j * n + i] = *v;
+        }
+    }
+    data
 }
 
 impl ProbeModels {
@@ -451,14 +473,15 @@ fn fit_bag(groups: &BTreeMap<(Mode, &str), Vec<&ProbeSample>>) -> Result<Booster
             continue;
         }
         let n = rows.len();
-        let mut data = vec![0.0; n * N_FEATURES];
-        for (i, s) in rows.iter().enumerate() {
-            for (j, v) in s.features.iter().enumerate() {
-                data[j * n + i] = *v;
-            }
-        }
+        let data = column_major(&rows.iter().map(|s| &s.features).collect::<Vec<_>>());
         let y: Vec<f64> = rows.iter().map(|s| s.gain).collect();
-        let mut b = booster();
+        let mut b = booster(
+            ObjectiveType::SquaredLoss,
+            TREES,
+            DEPTH,
+            MIN_LEAF,
+            LEARNING_RATE,
+        );
         b.fit_unweighted(&Matrix::new(&data, n, N_FEATURES), &y, None)
             .map_err(|e| ModelError::Booster {
                 path: PathBuf::from(format!("<training {}/{target}>", mode.name())),

@@ -356,6 +356,13 @@ fn a_gated_candidate_needs_a_queue_that_never_drained() {
     }
 }
 
+/// The switches among decisions `d`.
+fn switches(d: &[Decision]) -> Vec<&Decision> {
+    d.iter()
+        .filter(|d| matches!(d, Decision::SwitchTo(_)))
+        .collect()
+}
+
 fn ruled(rules: &[&str]) -> Arc<Probe> {
     let rules = rules.iter().map(|r| ProbeRule::parse(r).unwrap()).collect();
     Probe::new(
@@ -395,10 +402,7 @@ fn a_rule_whose_box_holds_the_flow_decides_before_the_models() {
         let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
         let mut current = p.initial();
         let d = run(&mut p, &mut current, 40, 0.5);
-        let switches: Vec<&Decision> = d
-            .iter()
-            .filter(|d| matches!(d, Decision::SwitchTo(_)))
-            .collect();
+        let switches = switches(&d);
         match to {
             Some(c) => assert_eq!(switches, [&Decision::SwitchTo(c)], "{rules:?}"),
             None => assert!(switches.is_empty(), "{rules:?}: {d:?}"),
@@ -649,10 +653,7 @@ fn the_competitors_kind_decides_before_the_rules_and_the_models() {
         let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
         let mut current = p.initial();
         let d = run(&mut p, &mut current, 40, 0.5);
-        let switches: Vec<&Decision> = d
-            .iter()
-            .filter(|d| matches!(d, Decision::SwitchTo(_)))
-            .collect();
+        let switches = switches(&d);
         match to {
             Some(c) => assert_eq!(switches, [&Decision::SwitchTo(c)], "{d:?}"),
             // Not flagged: the rule keeps the start, as without a kind model.
