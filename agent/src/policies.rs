@@ -228,8 +228,8 @@ fn modes(preferences: &Preferences) -> HashMap<u32, Mode> {
 /// queue starts on that move's candidate without a probe (`probe::default_memory`, kept for
 /// the agent's lifetime); with the kind model in `<selector.models>/probe-kind/` (shipped), a
 /// default-mode flow it places among competitors moves to their kind's candidate at the
-/// probe's end (`probe::kind`, at `probe::kind::DEFAULT_THRESHOLD`; a damaged model there is an
-/// error). A flow asks for its one switch
+/// probe's end (`probe::kind`, at `probe::kind::DEFAULT_THRESHOLD`; a damaged model there, or
+/// one trained on another start or probe window than the probe models', is an error). A flow asks for its one switch
 /// on the report that ends its probe: configure `selector.hysteresis` with one agreeing
 /// decision and no dwell to deploy it as evaluated (the loss hold may stay).
 fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
@@ -252,6 +252,8 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
     let kind = if kind_dir.exists() {
         let m = ccp_selector::probe::KindModel::load(&kind_dir)
             .map_err(|e| model_error("probe", e.to_string()))?;
+        m.fits(&models)
+            .map_err(|e| model_error("probe", format!("{}: {e}", kind_dir.display())))?;
         Some((Arc::new(m), ccp_selector::probe::kind::DEFAULT_THRESHOLD))
     } else {
         None
@@ -439,7 +441,9 @@ mod tests {
 
     #[test]
     fn the_probe_policy_loads_its_models_and_starts_flows_on_its_start() {
-        use ccp_selector::probe::{N_FEATURES, ProbeModels, ProbeSample, ProbeWindow};
+        use ccp_selector::probe::{
+            KindModel, KindSample, N_FEATURES, ProbeModels, ProbeSample, ProbeWindow,
+        };
         use std::collections::BTreeMap;
         let prefs: Preferences = [(5001, Preference::Delay)].into_iter().collect();
         let dir = std::env::temp_dir().join(format!("ccp-agent-probe-{}", std::process::id()));
@@ -476,6 +480,43 @@ mod tests {
         std::fs::write(dir.join("probe-later/manifest.json"), "{").unwrap();
         let e = build("probe", &c).err().unwrap();
         assert!(e.to_string().contains("probe-later"), "{e}");
+        std::fs::remove_dir_all(dir.join("probe-later")).unwrap();
+        // A kind model loads from probe-kind/ when it reads the probe models' probe; one
+        // trained on flows started elsewhere, or probed over another window, is an error.
+        let kinds: Vec<KindSample> = (0..60)
+            .map(|i| {
+                let kind = ["none", "cubic"][i % 2];
+                KindSample {
+                    features: [if i % 2 == 0 { 1.0 } else { 3.0 }; N_FEATURES],
+                    kind: kind.to_string(),
+                    scores: [("bbr", 0.0), ("cubic", if i % 2 == 0 { -1.0 } else { 1.0 })]
+                        .into_iter()
+                        .map(|(c, v)| (c.to_string(), v))
+                        .collect(),
+                }
+            })
+            .collect();
+        let kind_dir = dir.join("probe-kind");
+        KindModel::train(&kinds, "bbr", ProbeWindow::default())
+            .unwrap()
+            .save(&kind_dir)
+            .unwrap();
+        assert!(build("probe", &c).is_ok());
+        let longer = ProbeWindow {
+            min_ms: 3_000,
+            ..ProbeWindow::default()
+        };
+        for (start, window, says) in [
+            ("copa", ProbeWindow::default(), "started on copa"),
+            ("bbr", longer, "3000 ms"),
+        ] {
+            KindModel::train(&kinds, start, window)
+                .unwrap()
+                .save(&kind_dir)
+                .unwrap();
+            let e = build("probe", &c).err().unwrap().to_string();
+            assert!(e.contains("probe-kind") && e.contains(says), "{e}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -44,8 +44,9 @@ pub fn probe_kind_dir() -> PathBuf {
 /// The competitors' kind of `selector-probe` ([`probe::kind`]) and its threshold:
 /// `$CCP_PROBE_KIND` = `off` (none) or a threshold in (0, 1], else
 /// [`probe::kind::DEFAULT_THRESHOLD`]; the model loaded once per process from
-/// [`probe_kind_dir`]. A model that does not load, or was trained on another start than the
-/// probe models', is reported once and the policy runs without it.
+/// [`probe_kind_dir`]. A model that does not load, or does not read the probe models' probe
+/// ([`probe::KindModel::fits`]: another start or window), is reported once and the policy runs
+/// without it.
 pub fn probe_kind() -> Option<(Arc<probe::KindModel>, f64)> {
     static MODEL: OnceLock<Result<Arc<probe::KindModel>, String>> = OnceLock::new();
     let threshold = match std::env::var("CCP_PROBE_KIND") {
@@ -65,17 +66,12 @@ pub fn probe_kind() -> Option<(Arc<probe::KindModel>, f64)> {
         .get_or_init(|| {
             let dir = probe_kind_dir();
             let m = probe::KindModel::load(&dir).map_err(|e| e.to_string())?;
-            let start = probe_models().ok().and_then(|p| {
-                p.start_for(ccp_selector::antelope::reward::Mode::Default)
-                    .map(str::to_string)
-            });
-            match start {
-                Some(s) if s != m.start() => Err(format!(
-                    "{}: trained on flows started on {}, the probe models start on {s}",
-                    dir.display(),
-                    m.start()
-                )),
-                _ => Ok(Arc::new(m)),
+            match probe_models() {
+                Ok(p) => m
+                    .fits(&p)
+                    .map_err(|e| format!("{}: {e}", dir.display()))
+                    .map(|()| Arc::new(m)),
+                Err(_) => Ok(Arc::new(m)),
             }
         })
         .clone();

@@ -193,6 +193,29 @@ impl KindModel {
         &self.start
     }
 
+    /// Whether the model reads the same probe as `models`: its training flows started on the
+    /// default mode's start candidate of `models` and were probed over the same window. A model
+    /// trained on another start or window reads features of another distribution; the message
+    /// says which differs.
+    pub fn fits(&self, models: &super::ProbeModels) -> Result<(), String> {
+        if let Some(start) = models.start_for(Mode::Default)
+            && start != self.start
+        {
+            return Err(format!(
+                "the kind model was trained on flows started on {}, the probe models start on {start}",
+                self.start
+            ));
+        }
+        if models.window != self.window {
+            return Err(format!(
+                "the kind model was trained on a probe of {} ms and {} RTTs, the probe models end \
+                 theirs after {} ms and {} RTTs",
+                self.window.min_ms, self.window.rtts, models.window.min_ms, models.window.rtts
+            ));
+        }
+        Ok(())
+    }
+
     /// Each competitor kind's candidate.
     pub fn moves(&self) -> &BTreeMap<String, String> {
         &self.moves
