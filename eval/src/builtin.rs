@@ -58,6 +58,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test4.toml"),
     ),
     (
+        "selection-bench-test5",
+        include_str!("../scenarios/selection-bench-test5.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),
