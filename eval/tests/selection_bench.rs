@@ -206,10 +206,58 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 #[test]
 fn the_sets_share_no_path_seed_or_trace_second() {
     let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
-    let (recurring, recurring_test) = (
-        load("selection-recurring"),
-        load("selection-recurring-test"),
-    );
+    let sets: Vec<Scenario> = [
+        "selection-train",
+        "selection-train2",
+        "selection-bench",
+        "selection-bench-test",
+        "selection-bench-test2",
+        "selection-bench-test3",
+        "selection-bench-test4",
+        "selection-bench-test5",
+        "selection-val2",
+        "selection-val3",
+        "selection-val4",
+        "selection-recurring",
+        "selection-recurring-test",
+        "competition-train2",
+        "lone-train",
+    ]
+    .into_iter()
+    .map(load)
+    .collect();
+    for (i, a) in sets.iter().enumerate() {
+        for b in &sets[i + 1..] {
+            assert!(
+                a.seeds.iter().all(|s| !b.seeds.contains(s)),
+                "disjoint seeds"
+            );
+            for c in &b.conditions {
+                assert!(
+                    a.conditions.iter().all(|x| x.id != c.id),
+                    "{} is in two sets",
+                    c.id
+                );
+                let twin = a.conditions.iter().find(|x| {
+                    x.rate == c.rate
+                        && x.rtt_ms == c.rtt_ms
+                        && x.loss == c.loss
+                        && x.buffer == c.buffer
+                        && x.phases == c.phases
+                });
+                assert!(twin.is_none(), "{} repeats {}", c.id, twin.unwrap().id);
+            }
+        }
+    }
+    no_trace_second_in_two(&sets.iter().collect::<Vec<_>>());
+}
+
+/// The validation and test sets have the six classes of `selection-bench`, the larger ones
+/// thirty conditions per class, the held-out ones at least three seeds; the training sets the
+/// same classes.
+#[test]
+fn the_sets_have_the_benchs_classes() {
+    let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
     let (train, train2, val, test, test2, test3, val2) = (
         load("selection-train"),
         load("selection-train2"),
@@ -219,10 +267,8 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         load("selection-bench-test3"),
         load("selection-val2"),
     );
-    let (val3, test4) = (load("selection-val3"), load("selection-bench-test4"));
-    let val4 = load("selection-val4");
-    let test5 = load("selection-bench-test5");
-    let (competition2, lone) = (load("competition-train2"), load("lone-train"));
+    let (val3, val4) = (load("selection-val3"), load("selection-val4"));
+    let (test4, test5) = (load("selection-bench-test4"), load("selection-bench-test5"));
     assert_eq!(
         classes(&val),
         classes(&test),
@@ -267,47 +313,6 @@ fn the_sets_share_no_path_seed_or_trace_second() {
             .iter()
             .all(|s| s.seeds.len() >= 3)
     );
-    let sets = [
-        &train,
-        &train2,
-        &val,
-        &test,
-        &test2,
-        &test3,
-        &test4,
-        &test5,
-        &val2,
-        &val3,
-        &val4,
-        &recurring,
-        &recurring_test,
-        &competition2,
-        &lone,
-    ];
-    for (i, a) in sets.iter().enumerate() {
-        for b in &sets[i + 1..] {
-            assert!(
-                a.seeds.iter().all(|s| !b.seeds.contains(s)),
-                "disjoint seeds"
-            );
-            for c in &b.conditions {
-                assert!(
-                    a.conditions.iter().all(|x| x.id != c.id),
-                    "{} is in two sets",
-                    c.id
-                );
-                let twin = a.conditions.iter().find(|x| {
-                    x.rate == c.rate
-                        && x.rtt_ms == c.rtt_ms
-                        && x.loss == c.loss
-                        && x.buffer == c.buffer
-                        && x.phases == c.phases
-                });
-                assert!(twin.is_none(), "{} repeats {}", c.id, twin.unwrap().id);
-            }
-        }
-    }
-    no_trace_second_in_two(&sets);
 }
 
 /// The recurring-flow sets: the four long-flow classes, twenty conditions each, and on each
