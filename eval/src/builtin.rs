@@ -62,6 +62,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test5.toml"),
     ),
     (
+        "selection-bench-test6",
+        include_str!("../scenarios/selection-bench-test6.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),

@@ -197,7 +197,9 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// with training or validation, no seed or path with the other test sets, trace seconds from
 /// the same held-out quarter; and so is the fourth (`selection-bench-test4`, as large, drawn
 /// once the third had been consulted for three choices), and the fifth (`selection-bench-test5`,
-/// drawn once the fourth had been consulted for the kind model). The kind model's training
+/// drawn once the fourth had been consulted for the kind model), and the sixth
+/// (`selection-bench-test6`, drawn once the fifth had been consulted for the kind model's move
+/// over a deep queue). The kind model's training
 /// sets (`competition-train2`, `lone-train`) are two more draws like the training sets: nothing
 /// shared with the others, trace seconds from the same first half. The recurring-flow sets of the path memory (`selection-recurring`
 /// and its test twin) are two more draws of the four long-flow classes, six finite flows to
@@ -215,6 +217,7 @@ fn the_sets_share_no_path_seed_or_trace_second() {
         "selection-bench-test3",
         "selection-bench-test4",
         "selection-bench-test5",
+        "selection-bench-test6",
         "selection-val2",
         "selection-val3",
         "selection-val4",
@@ -269,6 +272,7 @@ fn the_sets_have_the_benchs_classes() {
     );
     let (val3, val4) = (load("selection-val3"), load("selection-val4"));
     let (test4, test5) = (load("selection-bench-test4"), load("selection-bench-test5"));
+    let test6 = load("selection-bench-test6");
     assert_eq!(
         classes(&val),
         classes(&test),
@@ -297,6 +301,7 @@ fn the_sets_have_the_benchs_classes() {
         "as many conditions per class"
     );
     assert_eq!(classes(&test5), classes(&test4));
+    assert_eq!(classes(&test6), classes(&test4));
     assert_eq!(classes(&val).len(), 6);
     assert!(classes(&val).values().all(|&n| n >= 10));
     assert_eq!(
@@ -309,7 +314,7 @@ fn the_sets_have_the_benchs_classes() {
         "as many conditions per class"
     );
     assert!(
-        [&val, &test, &test2, &test3, &test4, &test5]
+        [&val, &test, &test2, &test3, &test4, &test5, &test6]
             .iter()
             .all(|s| s.seeds.len() >= 3)
     );
@@ -388,6 +393,7 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
                     "selection-bench-test3",
                     "selection-bench-test4",
                     "selection-bench-test5",
+                    "selection-bench-test6",
                     "selection-recurring-test",
                 ],
                 &[
