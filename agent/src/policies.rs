@@ -497,7 +497,7 @@ mod tests {
             })
             .collect();
         let kind_dir = dir.join("probe-kind");
-        KindModel::train(&kinds, "bbr", ProbeWindow::default())
+        KindModel::train(&kinds, "bbr", ProbeWindow::default(), None)
             .unwrap()
             .save(&kind_dir)
             .unwrap();
@@ -510,7 +510,7 @@ mod tests {
             ("copa", ProbeWindow::default(), "started on copa"),
             ("bbr", longer, "3000 ms"),
         ] {
-            KindModel::train(&kinds, start, window)
+            KindModel::train(&kinds, start, window, None)
                 .unwrap()
                 .save(&kind_dir)
                 .unwrap();

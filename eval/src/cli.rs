@@ -203,6 +203,11 @@ enum Command {
         /// `cv.csv` (with --folds) and `holdout.csv` (with --holdout) in this directory.
         #[arg(long)]
         predictions: Option<PathBuf>,
+        /// `probe-kind`: the probe's `rtt_ratio_max` from which a flow's queue counts as deep,
+        /// each kind's move chosen once over shallow and once over deep queues (`off`: one move
+        /// per kind; default: `ccp_selector::probe::kind::DEFAULT_DEEP_FROM`, 2).
+        #[arg(long)]
+        deep_from: Option<String>,
     },
     /// Score a probe model set (e.g. the shipped `selector/models/probe`) on counterfactual
     /// runs it was not fitted on (`gen-data --kind probe` of another scenario, same window
@@ -348,6 +353,7 @@ fn train_cmd(cmd: Command) -> ExitCode {
         folds,
         holdout,
         predictions,
+        deep_from,
     } = cmd
     else {
         return fail(2, "not a train command");
@@ -374,7 +380,25 @@ fn train_cmd(cmd: Command) -> ExitCode {
         }
         "probe" if bags == 0 => fail(2, "train probe: --bags must be at least 1"),
         "probe" if folds == 1 => fail(2, "train probe: --folds must be 0 or at least 2"),
-        "probe-kind" => done(crate::probe_kind::train(&data, &out)),
+        "probe-kind" => match deep_from.as_deref().map(str::trim) {
+            None => done(crate::probe_kind::train(
+                &data,
+                &out,
+                Some(ccp_selector::probe::kind::DEFAULT_DEEP_FROM),
+            )),
+            Some("off") => done(crate::probe_kind::train(&data, &out, None)),
+            Some(v) => match v.parse::<f64>() {
+                Ok(d) if d.is_finite() && d >= 1.0 => {
+                    done(crate::probe_kind::train(&data, &out, Some(d)))
+                }
+                _ => fail(
+                    2,
+                    &format!(
+                        "train probe-kind: --deep-from {v:?}: not `off` or a ratio of at least 1"
+                    ),
+                ),
+            },
+        },
         "probe" => done(crate::probe::train(
             &data,
             &out,

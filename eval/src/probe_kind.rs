@@ -95,8 +95,9 @@ type Flow = ([f64; N_FEATURES], BTreeMap<String, f64>);
 
 /// `train probe-kind DIR... --out DIR`: one sample per default-mode flow (condition, seed) of
 /// every directory, labelled from its `competitors.csv`; every directory's window and starts
-/// must be the first's. Returns a summary.
-pub fn train(data: &[PathBuf], out: &Path) -> Result<String, String> {
+/// must be the first's; each kind's move chosen over shallow and deep queues apart from
+/// `deep_from` (a `rtt_ratio_max`; `None`: one move per kind). Returns a summary.
+pub fn train(data: &[PathBuf], out: &Path, deep_from: Option<f64>) -> Result<String, String> {
     let mut meta: Option<ProbeMeta> = None;
     let mut samples = Vec::new();
     for d in data {
@@ -128,7 +129,8 @@ pub fn train(data: &[PathBuf], out: &Path) -> Result<String, String> {
         .starts
         .get(Mode::Default.name())
         .ok_or("no start for the default mode")?;
-    let model = KindModel::train(&samples, start, meta.window).map_err(|e| e.to_string())?;
+    let model =
+        KindModel::train(&samples, start, meta.window, deep_from).map_err(|e| e.to_string())?;
     model.save(out).map_err(|e| e.to_string())?;
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for s in &samples {
@@ -141,6 +143,12 @@ pub fn train(data: &[PathBuf], out: &Path) -> Result<String, String> {
     let _ = write!(summary, "), start {start}; moves:");
     for (k, c) in model.moves() {
         let _ = write!(summary, " {k}->{c}");
+    }
+    if let Some(d) = model.deep_from() {
+        let _ = write!(summary, "; over a deep queue (rtt_ratio_max >= {d}):");
+        for (k, c) in model.deep_moves() {
+            let _ = write!(summary, " {k}->{c}");
+        }
     }
     Ok(summary)
 }

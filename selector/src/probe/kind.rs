@@ -18,9 +18,14 @@
 //! writes the long-running cross traffic's kind per training flow: `none`, `cubic`, `bbr`,
 //! `mix`; finite flows under test are labelled `none`, since a move at the probe's end does not
 //! pay on flows that end soon after it); each kind's candidate is the one with the best mean
-//! counterfactual score over that kind's training flows. Left out: the buffer's depth (a
-//! second axis that paid on one validation set and not another); a kind's candidate per path
-//! (the regressors' job). Measured in `docs/selector/kind-model.md`.
+//! counterfactual score over that kind's training flows, once for flows whose probe met a shallow
+//! queue and once for those that met a deep one: the probe's largest RTT at least
+//! [`DEFAULT_DEEP_FROM`] times its floor, a buffer of a BDP or more filled. Against Cubic flows
+//! Cubic takes the flow's share back in a shallow buffer and loses it in a deep one, where ARC
+//! holds it (`docs/selector/kind-model.md`, "The queue's depth"). The depth is read from the
+//! probe, not learned as a label: classifying kind and depth together tells the kinds apart
+//! worse. Left out: a kind's candidate per path (the regressors' job). Measured in
+//! `docs/selector/kind-model.md`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,7 +34,9 @@ use forust_ml::Matrix;
 use forust_ml::objective::ObjectiveType;
 use serde::{Deserialize, Serialize};
 
-use super::features::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES, ProbeWindow};
+use super::features::{
+    FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES, ProbeWindow, RTT_RATIO_MAX,
+};
 use super::model::{booster, column_major};
 use crate::antelope::model::ModelError;
 use crate::antelope::reward::Mode;
@@ -37,8 +44,8 @@ use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
 
 /// Format name in `manifest.json`.
 pub const FORMAT: &str = "probe-kind";
-/// Format version of `manifest.json`.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version of `manifest.json` (2: each kind's move over a deep queue).
+pub const FORMAT_VERSION: u32 = 2;
 /// The label of a flow that shares its bottleneck with no long-running flow.
 pub const NONE: &str = "none";
 /// Trees per booster.
@@ -54,6 +61,16 @@ pub const LEARNING_RATE: f32 = 0.1;
 /// `selection-val4` among 0.5-0.95 (`docs/selector.md`, "The competitors' kind at the probe's
 /// end").
 pub const DEFAULT_THRESHOLD: f64 = 0.8;
+/// The probe's largest RTT over its floor (`rtt_ratio_max`) from which a flow's queue counts as
+/// deep, for the training of [`KindModel::train`]: a buffer of at least one BDP filled during
+/// the probe (a shared buffer's queue adds its depth to the floor). Chosen on `selection-val3`
+/// and `selection-val4` from 1.5-3.0 in an offline screen on their counterfactual runs (1.8-3.0
+/// all gained over one move per kind; 2.0 is where the choice of candidate changes on the
+/// training sets).
+pub const DEFAULT_DEEP_FROM: f64 = 2.0;
+/// Fewest training flows of a kind over a shallow or a deep queue for that depth to get its own
+/// move (else the kind's move over all its flows).
+pub const MIN_DEPTH_FLOWS: usize = 10;
 
 /// One training flow: its probe's features, its label and its counterfactual scores.
 #[derive(Debug, Clone)]
@@ -75,8 +92,13 @@ struct Manifest {
     window: ProbeWindow,
     /// The default mode's start candidate the training flows probed on.
     start: String,
-    /// kind -> the candidate a flow of that kind moves to.
+    /// kind -> the candidate a flow of that kind moves to (over a shallow queue, when
+    /// `deep_from` is set).
     moves: BTreeMap<String, String>,
+    /// `rtt_ratio_max` from which a flow's queue is deep (`None`: one move per kind).
+    deep_from: Option<f64>,
+    /// kind -> the candidate a flow of that kind moves to over a deep queue.
+    deep_moves: BTreeMap<String, String>,
     trees: usize,
     depth: usize,
     /// "default" -> kind -> booster file.
@@ -90,6 +112,8 @@ pub struct KindModel {
     window: ProbeWindow,
     start: String,
     moves: BTreeMap<String, String>,
+    deep_from: Option<f64>,
+    deep_moves: BTreeMap<String, String>,
     boosters: Boosters,
 }
 
@@ -98,6 +122,8 @@ impl std::fmt::Debug for KindModel {
         f.debug_struct("KindModel")
             .field("start", &self.start)
             .field("moves", &self.moves)
+            .field("deep_from", &self.deep_from)
+            .field("deep_moves", &self.deep_moves)
             .field("samples", &self.boosters)
             .finish_non_exhaustive()
     }
@@ -113,12 +139,24 @@ fn training_error(what: &str, msg: String) -> ModelError {
 impl KindModel {
     /// Fits one booster per kind (each with at least one flow of its kind and one of another)
     /// and picks each kind's candidate: the best mean score over its flows, if it is not
-    /// `start` (a kind whose best is the start has no move). `none` never moves.
-    pub fn train(
-        samples: &[KindSample],
+    /// `start` (a kind whose best is the start has no move). With `deep_from` (a
+    /// `rtt_ratio_max`, [`DEFAULT_DEEP_FROM`] as deployed), once over the kind's flows whose
+    /// probe's queue stayed under it and once over those that reached it, each from at least
+    /// [`MIN_DEPTH_FLOWS`] flows (else from all the kind's flows). `none` never moves.
+    pub fn train<'a>(
+        samples: &'a [KindSample],
         start: &str,
         window: ProbeWindow,
+        deep_from: Option<f64>,
     ) -> Result<Self, ModelError> {
+        if let Some(d) = deep_from
+            && !(d.is_finite() && d >= 1.0)
+        {
+            return Err(training_error(
+                "depth",
+                format!("a deep queue's RTT ratio must be a number of at least 1, got {d}"),
+            ));
+        }
         let mut by_kind: BTreeMap<&str, Vec<&KindSample>> = BTreeMap::new();
         for s in samples {
             by_kind.entry(s.kind.as_str()).or_default().push(s);
@@ -135,7 +173,7 @@ impl KindModel {
         let data = column_major(&samples.iter().map(|s| &s.features).collect::<Vec<_>>());
         let matrix = Matrix::new(&data, samples.len(), N_FEATURES);
         let mut boosters = Boosters::default();
-        let mut moves = BTreeMap::new();
+        let (mut moves, mut deep_moves) = (BTreeMap::new(), BTreeMap::new());
         for (kind, flows) in &by_kind {
             let y: Vec<f64> = samples
                 .iter()
@@ -154,31 +192,36 @@ impl KindModel {
             if *kind == NONE {
                 continue;
             }
-            let mut sums: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
-            for f in flows {
-                for (c, v) in &f.scores {
-                    if v.is_finite() {
-                        let e = sums.entry(c.as_str()).or_default();
-                        e.0 += v;
-                        e.1 += 1;
-                    }
+            let all = best_mean(flows);
+            let (shallow, deep) = match deep_from {
+                Some(d) => {
+                    let (deep, shallow): (Vec<&KindSample>, Vec<&KindSample>) =
+                        flows.iter().partition(|f| f.features[RTT_RATIO_MAX] >= d);
+                    let by_depth = |f: &[&'a KindSample]| {
+                        if f.len() >= MIN_DEPTH_FLOWS {
+                            best_mean(f)
+                        } else {
+                            all
+                        }
+                    };
+                    (by_depth(&shallow), Some(by_depth(&deep)))
                 }
-            }
-            let best = sums
-                .iter()
-                .filter(|(_, (_, k))| *k == flows.len())
-                .map(|(c, (s, k))| (*c, s / *k as f64))
-                .max_by(|a, b| a.1.total_cmp(&b.1));
-            if let Some((c, _)) = best
-                && c != start
-            {
-                moves.insert((*kind).to_string(), c.to_string());
+                None => (all, None),
+            };
+            for (to, best) in [(&mut moves, Some(shallow)), (&mut deep_moves, deep)] {
+                if let Some(Some(c)) = best
+                    && c != start
+                {
+                    to.insert((*kind).to_string(), c.to_string());
+                }
             }
         }
         Ok(Self {
             window,
             start: start.to_string(),
             moves,
+            deep_from,
+            deep_moves,
             boosters,
         })
     }
@@ -216,9 +259,21 @@ impl KindModel {
         Ok(())
     }
 
-    /// Each competitor kind's candidate.
+    /// Each competitor kind's candidate (over a shallow queue, when [`KindModel::deep_from`]
+    /// is set).
     pub fn moves(&self) -> &BTreeMap<String, String> {
         &self.moves
+    }
+
+    /// The probe's `rtt_ratio_max` from which a flow's queue counts as deep (`None`: one move
+    /// per kind).
+    pub fn deep_from(&self) -> Option<f64> {
+        self.deep_from
+    }
+
+    /// Each competitor kind's candidate over a deep queue.
+    pub fn deep_moves(&self) -> &BTreeMap<String, String> {
+        &self.deep_moves
     }
 
     /// Probability of each kind for features `x` (one-against-the-rest probabilities,
@@ -262,7 +317,8 @@ impl KindModel {
         if *kind == NONE || none > 1.0 - threshold {
             return None;
         }
-        let target = self.moves.get(*kind)?;
+        let deep = self.deep_from.is_some_and(|d| x[RTT_RATIO_MAX] >= d);
+        let target = if deep { &self.deep_moves } else { &self.moves }.get(*kind)?;
         Some((kind, target.as_str()))
     }
 
@@ -281,6 +337,8 @@ impl KindModel {
             window: self.window,
             start: self.start.clone(),
             moves: self.moves.clone(),
+            deep_from: self.deep_from,
+            deep_moves: self.deep_moves.clone(),
             trees: TREES,
             depth: DEPTH,
             models,
@@ -313,19 +371,53 @@ impl KindModel {
         if !kinds.contains(&NONE) {
             return Err(bad(format!("no booster for `{NONE}`")));
         }
-        if let Some(k) = manifest.moves.keys().find(|k| !kinds.contains(&k.as_str())) {
+        let moved = manifest.moves.keys().chain(manifest.deep_moves.keys());
+        if let Some(k) = moved.clone().find(|k| !kinds.contains(&k.as_str())) {
             return Err(bad(format!("a move for `{k}`, which has no booster")));
         }
-        if manifest.moves.contains_key(NONE) {
+        if moved.clone().any(|k| k == NONE) {
             return Err(bad(format!("`{NONE}` cannot have a move")));
+        }
+        match manifest.deep_from {
+            Some(d) if !(d.is_finite() && d >= 1.0) => {
+                return Err(bad(format!(
+                    "deep_from must be an RTT ratio of at least 1, got {d}"
+                )));
+            }
+            None if !manifest.deep_moves.is_empty() => {
+                return Err(bad("moves over a deep queue without deep_from".into()));
+            }
+            _ => {}
         }
         Ok(Self {
             window: manifest.window,
             start: manifest.start,
             moves: manifest.moves,
+            deep_from: manifest.deep_from,
+            deep_moves: manifest.deep_moves,
             boosters,
         })
     }
+}
+
+/// The candidate with the best mean score over `flows`, among those scored on every one of
+/// them (`None`: no such candidate).
+fn best_mean<'a>(flows: &[&'a KindSample]) -> Option<&'a str> {
+    let mut sums: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for f in flows {
+        for (c, v) in &f.scores {
+            if v.is_finite() {
+                let e = sums.entry(c.as_str()).or_default();
+                e.0 += v;
+                e.1 += 1;
+            }
+        }
+    }
+    sums.into_iter()
+        .filter(|(_, (_, k))| *k == flows.len())
+        .map(|(c, (s, k))| (c, s / k as f64))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(c, _)| c)
 }
 
 #[cfg(test)]
@@ -366,7 +458,7 @@ mod tests {
     #[test]
     fn it_learns_the_kinds_and_their_moves_and_round_trips() {
         let train = samples(300);
-        let m = KindModel::train(&train, "copa", ProbeWindow::default()).unwrap();
+        let m = KindModel::train(&train, "copa", ProbeWindow::default(), None).unwrap();
         assert_eq!(m.moves().get("cubic").map(String::as_str), Some("cubic"));
         assert_eq!(m.moves().get("bbr").map(String::as_str), Some("bbr"));
         assert!(!m.moves().contains_key(NONE));
@@ -399,20 +491,88 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Against Cubic flows a shallow queue pays on Cubic and a deep one on ARC: the model
+    /// trained with a depth split moves each to its own, and keeps that through a save.
+    #[test]
+    fn a_deep_queue_has_its_own_move() {
+        let mut rng = ccp_algorithms::api::SplitMix64::new(11);
+        let mut train = Vec::new();
+        for i in 0..240 {
+            let (kind, ratio_max, best) = match i % 3 {
+                0 => (NONE, 1.2, "copa"),
+                1 => ("cubic", 1.5, "cubic"),
+                _ => ("cubic", 3.0, "arc"),
+            };
+            let mut x = [0.0; N_FEATURES];
+            for v in &mut x {
+                *v = rng.next_f64();
+            }
+            x[super::super::features::DRAINED] = if kind == NONE { 1.0 } else { 2.5 };
+            x[RTT_RATIO_MAX] = ratio_max + 0.2 * rng.next_f64();
+            let scores = ["copa", "cubic", "arc"]
+                .iter()
+                .map(|c| ((*c).to_string(), if *c == best { 0.0 } else { -1.0 }))
+                .collect();
+            train.push(KindSample {
+                features: x,
+                kind: kind.to_string(),
+                scores,
+            });
+        }
+        let m = KindModel::train(&train, "copa", ProbeWindow::default(), Some(2.0)).unwrap();
+        assert_eq!(m.moves().get("cubic").map(String::as_str), Some("cubic"));
+        assert_eq!(m.deep_moves().get("cubic").map(String::as_str), Some("arc"));
+        let dir = std::env::temp_dir().join(format!("ccp-kind-deep-{}", std::process::id()));
+        m.save(&dir).unwrap();
+        let back = KindModel::load(&dir).unwrap();
+        assert_eq!(back.deep_from(), Some(2.0));
+        for s in &train {
+            let want = match s.kind.as_str() {
+                NONE => None,
+                _ if s.features[RTT_RATIO_MAX] >= 2.0 => Some("arc"),
+                _ => Some("cubic"),
+            };
+            assert_eq!(back.decide(&s.features, 0.8).map(|(_, c)| c), want);
+        }
+        // Without the split, one move for the kind; a split under 1 is refused.
+        let one = KindModel::train(&train, "copa", ProbeWindow::default(), None).unwrap();
+        assert!(one.deep_moves().is_empty() && one.deep_from().is_none());
+        for bad in [0.5, f64::NAN] {
+            assert!(KindModel::train(&train, "copa", ProbeWindow::default(), Some(bad)).is_err());
+        }
+        // A manifest with deep moves and no split, or a split under 1, is refused.
+        let path = dir.join("manifest.json");
+        let good = std::fs::read_to_string(&path).unwrap();
+        for (from, to, says) in [
+            (
+                "\"deep_from\": 2.0",
+                "\"deep_from\": null",
+                "without deep_from",
+            ),
+            ("\"deep_from\": 2.0", "\"deep_from\": 0.5", "at least 1"),
+        ] {
+            assert!(good.contains(from), "{from} not in the manifest");
+            std::fs::write(&path, good.replacen(from, to, 1)).unwrap();
+            let e = KindModel::load(&dir).unwrap_err().to_string();
+            assert!(e.contains(says), "{from} -> {to}: {e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn training_without_lone_flows_or_with_one_kind_is_refused() {
         let only_cubic: Vec<_> = samples(30)
             .into_iter()
             .filter(|s| s.kind == "cubic")
             .collect();
-        assert!(KindModel::train(&only_cubic, "copa", ProbeWindow::default()).is_err());
+        assert!(KindModel::train(&only_cubic, "copa", ProbeWindow::default(), None).is_err());
         let only_none: Vec<_> = samples(30).into_iter().filter(|s| s.kind == NONE).collect();
-        assert!(KindModel::train(&only_none, "copa", ProbeWindow::default()).is_err());
+        assert!(KindModel::train(&only_none, "copa", ProbeWindow::default(), None).is_err());
     }
 
     #[test]
     fn damaged_manifests_say_what_is_wrong() {
-        let m = KindModel::train(&samples(60), "copa", ProbeWindow::default()).unwrap();
+        let m = KindModel::train(&samples(60), "copa", ProbeWindow::default(), None).unwrap();
         let dir = std::env::temp_dir().join(format!("ccp-kind-bad-{}", std::process::id()));
         m.save(&dir).unwrap();
         let path = dir.join("manifest.json");

@@ -635,7 +635,7 @@ fn kind_model(flag_drained: bool) -> Arc<KindModel> {
             }
         })
         .collect();
-    Arc::new(KindModel::train(&samples, "bbr", ProbeWindow::default()).unwrap())
+    Arc::new(KindModel::train(&samples, "bbr", ProbeWindow::default(), None).unwrap())
 }
 
 #[test]
