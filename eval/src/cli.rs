@@ -731,8 +731,9 @@ fn run(
     }
 }
 
-/// Writes `swaps.csv` and `selector.md` (time share per candidate, and the candidate in use
-/// over time per condition in `plots/cca_<condition>.svg`).
+/// Writes `swaps.csv` and `selector.md` (time share per candidate, moves per flow, what the
+/// moves earned, and the candidate in use over time per condition in
+/// `plots/cca_<condition>.svg`).
 fn write_choices(
     out: &Path,
     scenario: &Scenario,
@@ -746,6 +747,13 @@ fn write_choices(
         scenario.name,
         choices::time_share_table(swaps, rows, scenario.duration_s)
     );
+    if let Some(per_flow) = choices::moves_per_flow_table(swaps, rows) {
+        let _ = write!(
+            md,
+            "## Moves per flow\n\nFlows the selector moved to another candidate, by how often \
+             (re-seats, a flow's own candidate installed again, are not moves):\n\n{per_flow}\n"
+        );
+    }
     if let Some(moves) = choices::moves_table(swaps, rows) {
         let _ = write!(
             md,

@@ -126,6 +126,58 @@ pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
     Some(md)
 }
 
+/// How often the selector moved each flow, per (environment, selector scheme), as a markdown
+/// table: the flows with a move, how many moved once, twice and three times or more, the most
+/// moves in one flow, and the re-seats (a flow's own candidate installed again after a path
+/// change or a drain: rows of `swaps.csv` that are not moves). Issue 17's "at most 3 swaps per
+/// flow" reads off the "most" column. `None` when no flow moved or was re-seated.
+pub fn moves_per_flow_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
+    let env: BTreeMap<&str, &str> = rows
+        .iter()
+        .map(|r| (r.condition.as_str(), r.env.as_str()))
+        .collect();
+    // (condition, scheme, seed, flow) -> (moves, re-seats).
+    let mut flows: BTreeMap<(&str, &str, u64, u32), (usize, usize)> = BTreeMap::new();
+    for s in swaps {
+        let e = flows
+            .entry((s.condition.as_str(), s.scheme.as_str(), s.seed, s.sock_id))
+            .or_default();
+        if s.from == s.to {
+            e.1 += 1;
+        } else {
+            e.0 += 1;
+        }
+    }
+    if flows.is_empty() {
+        return None;
+    }
+    // (env, scheme) -> [flows with a move, once, twice, 3+, most, re-seats]; "all" too.
+    let mut acc: BTreeMap<(String, &str), [usize; 6]> = BTreeMap::new();
+    for (&(cond, scheme, _, _), &(moves, reseats)) in &flows {
+        let e = env.get(cond).copied().unwrap_or("-");
+        for key in [(e.to_string(), scheme), ("all".to_string(), scheme)] {
+            let a = acc.entry(key).or_default();
+            a[0] += usize::from(moves > 0);
+            a[1] += usize::from(moves == 1);
+            a[2] += usize::from(moves == 2);
+            a[3] += usize::from(moves >= 3);
+            a[4] = a[4].max(moves);
+            a[5] += reseats;
+        }
+    }
+    let mut md = String::from(
+        "| Env | Scheme | flows with a move | once | twice | 3 or more | most in a flow | re-seats |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let (all, envs): (Vec<_>, Vec<_>) = acc.iter().partition(|((env, _), _)| env == "all");
+    for ((env, scheme), [moved, once, twice, more, most, reseats]) in envs.into_iter().chain(all) {
+        let _ = writeln!(
+            md,
+            "| {env} | `{scheme}` | {moved} | {once} | {twice} | {more} | {most} | {reseats} |"
+        );
+    }
+    Some(md)
+}
+
 /// The candidate in use over time for every flow of `condition` (one line per flow and
 /// scheme), as an SVG step plot; `None` if the condition has no swaps.
 pub fn cca_over_time_svg(swaps: &[SwapRow], condition: &str, duration_s: f64) -> Option<String> {

@@ -739,6 +739,50 @@ fn headroom_section_and_cdf_are_written() {
 }
 
 #[test]
+fn the_moves_per_flow_table_counts_moves_apart_from_re_seats() {
+    let swap =
+        |cond: &str, seed: u64, sock_id: u32, from: &str, to: &str| crate::results::SwapRow {
+            scenario: "synthetic".into(),
+            condition: cond.into(),
+            scheme: "sel".into(),
+            seed,
+            sock_id,
+            t_s: 1.0,
+            from: from.into(),
+            to: to.into(),
+        };
+    let rows = vec![
+        row("c1", "wan", "sel", 1, 1.0),
+        row("c2", "dcn", "sel", 1, 2.0),
+    ];
+    assert_eq!(choices::moves_per_flow_table(&[], &rows), None);
+    let swaps = [
+        // c1 seed 1: flow 1 moves twice and is re-seated once; flow 2 moves once.
+        swap("c1", 1, 1, "copa", "bbr"),
+        swap("c1", 1, 1, "bbr", "bbr"),
+        swap("c1", 1, 1, "bbr", "arc"),
+        swap("c1", 1, 2, "copa", "cubic"),
+        // c1 seed 2: a re-seat alone is no move.
+        swap("c1", 2, 1, "copa", "copa"),
+        // c2: three moves in one flow.
+        swap("c2", 1, 1, "copa", "bbr"),
+        swap("c2", 1, 1, "bbr", "arc"),
+        swap("c2", 1, 1, "arc", "copa"),
+    ];
+    let md = choices::moves_per_flow_table(&swaps, &rows).expect("flows moved");
+    let lines: Vec<&str> = md.lines().skip(2).collect();
+    assert_eq!(
+        lines,
+        [
+            "| dcn | `sel` | 1 | 0 | 0 | 1 | 3 | 0 |",
+            "| wan | `sel` | 2 | 1 | 1 | 0 | 2 | 2 |",
+            "| all | `sel` | 3 | 1 | 1 | 1 | 3 | 2 |",
+        ],
+        "{md}"
+    );
+}
+
+#[test]
 fn the_moves_table_compares_runs_with_a_move_to_their_start_alone() {
     let swap = |cond: &str, seed: u64, t_s: f64, from: &str, to: &str| crate::results::SwapRow {
         scenario: "synthetic".into(),
