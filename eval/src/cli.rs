@@ -380,25 +380,17 @@ fn train_cmd(cmd: Command) -> ExitCode {
         }
         "probe" if bags == 0 => fail(2, "train probe: --bags must be at least 1"),
         "probe" if folds == 1 => fail(2, "train probe: --folds must be 0 or at least 2"),
-        "probe-kind" => match deep_from.as_deref().map(str::trim) {
-            None => done(crate::probe_kind::train(
-                &data,
-                &out,
-                Some(ccp_selector::probe::kind::DEFAULT_DEEP_FROM),
-            )),
-            Some("off") => done(crate::probe_kind::train(&data, &out, None)),
-            Some(v) => match v.parse::<f64>() {
-                Ok(d) if d.is_finite() && d >= 1.0 => {
-                    done(crate::probe_kind::train(&data, &out, Some(d)))
-                }
-                _ => fail(
-                    2,
-                    &format!(
-                        "train probe-kind: --deep-from {v:?}: not `off` or a ratio of at least 1"
-                    ),
-                ),
-            },
-        },
+        "probe-kind" => {
+            // The ratio's range is the model's to check (`KindModel::train`).
+            let deep_from = match deep_from.as_deref().map(str::trim) {
+                None => Ok(Some(ccp_selector::probe::kind::DEFAULT_DEEP_FROM)),
+                Some("off") => Ok(None),
+                Some(v) => v.parse::<f64>().map(Some).map_err(|e| {
+                    format!("train probe-kind: --deep-from {v:?}: {e} (`off` or a ratio)")
+                }),
+            };
+            done(deep_from.and_then(|d| crate::probe_kind::train(&data, &out, d)))
+        }
         "probe" => done(crate::probe::train(
             &data,
             &out,

@@ -15,6 +15,22 @@ use serde::Serialize;
 use crate::antelope::model::ModelError;
 use crate::antelope::reward::Mode;
 
+/// Creates a model set's directory `dir` (and its parents) if needed.
+pub(crate) fn create_dir(dir: &Path) -> Result<(), ModelError> {
+    std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+/// Training `what` failed (its data, or a booster's fit).
+pub(crate) fn training_error(what: &str, msg: impl std::fmt::Display) -> ModelError {
+    ModelError::Training {
+        what: what.to_string(),
+        msg: msg.to_string(),
+    }
+}
+
 /// A manifest table: mode name -> candidate -> value (booster file, sample count).
 pub(crate) type Table<T> = BTreeMap<String, BTreeMap<String, T>>;
 
@@ -84,10 +100,7 @@ impl Boosters {
         sub: &str,
     ) -> Result<(Table<String>, Table<usize>), ModelError> {
         if !sub.is_empty() {
-            std::fs::create_dir_all(dir.join(sub)).map_err(|source| ModelError::Io {
-                path: dir.join(sub),
-                source,
-            })?;
+            create_dir(&dir.join(sub))?;
         }
         let (mut models, mut samples) = (Table::new(), Table::new());
         for (mode, boosters) in &self.models {

@@ -18,6 +18,28 @@ struct Timeline<'a> {
 
 type FlowKey<'a> = (&'a str, &'a str, u64, u32);
 
+/// Each condition's environment, from the flow rows.
+fn env_of(rows: &[FlowRow]) -> BTreeMap<&str, &str> {
+    rows.iter()
+        .map(|r| (r.condition.as_str(), r.env.as_str()))
+        .collect()
+}
+
+/// The table rows a run of `env` and `scheme` counts in: its environment's and `all`'s.
+fn env_and_all<'a>(env: &str, scheme: &'a str) -> [(String, &'a str); 2] {
+    [(env.to_string(), scheme), ("all".to_string(), scheme)]
+}
+
+/// The rows of a table keyed by (environment, scheme): the environments first, `all` last.
+fn envs_then_all<'m, 's, V>(
+    acc: &'m BTreeMap<(String, &'s str), V>,
+) -> impl Iterator<Item = (&'m str, &'s str, &'m V)> {
+    let (all, envs): (Vec<_>, Vec<_>) = acc.iter().partition(|((env, _), _)| env == "all");
+    envs.into_iter()
+        .chain(all)
+        .map(|((env, scheme), v)| (env.as_str(), *scheme, v))
+}
+
 fn timelines(swaps: &[SwapRow]) -> BTreeMap<FlowKey<'_>, Timeline<'_>> {
     let mut out: BTreeMap<FlowKey<'_>, Timeline<'_>> = BTreeMap::new();
     for s in swaps {
@@ -33,10 +55,7 @@ fn timelines(swaps: &[SwapRow]) -> BTreeMap<FlowKey<'_>, Timeline<'_>> {
 
 /// Share of time on each candidate, per (environment, scheme), as a markdown table.
 pub fn time_share_table(swaps: &[SwapRow], rows: &[FlowRow], duration_s: f64) -> String {
-    let env_of: BTreeMap<&str, &str> = rows
-        .iter()
-        .map(|r| (r.condition.as_str(), r.env.as_str()))
-        .collect();
+    let env_of = env_of(rows);
     let mut time: BTreeMap<(&str, &str), BTreeMap<&str, f64>> = BTreeMap::new();
     for ((cond, scheme, _, _), t) in timelines(swaps) {
         let env = env_of.get(cond).copied().unwrap_or("?");
@@ -101,7 +120,7 @@ pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
             continue;
         };
         let gain = with - alone;
-        for key in [(env.to_string(), scheme), ("all".to_string(), scheme)] {
+        for key in env_and_all(env, scheme) {
             let a = acc.entry(key).or_default();
             a.0 += gain;
             a.1 += 1;
@@ -115,8 +134,7 @@ pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
     let mut md = String::from(
         "| Env | Scheme | runs with a move | mean score against the start alone | gained / lost |\n|---|---|---|---|---|\n",
     );
-    let (all, envs): (Vec<_>, Vec<_>) = acc.iter().partition(|((env, _), _)| env == "all");
-    for ((env, scheme), (sum, n, up, down)) in envs.into_iter().chain(all) {
+    for (env, scheme, (sum, n, up, down)) in envs_then_all(&acc) {
         let _ = writeln!(
             md,
             "| {env} | `{scheme}` | {n} | {:+.3} | {up} / {down} |",
@@ -132,10 +150,7 @@ pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
 /// change or a drain: rows of `swaps.csv` that are not moves). Issue 17's "at most 3 swaps per
 /// flow" reads off the "most" column. `None` when no flow moved or was re-seated.
 pub fn moves_per_flow_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
-    let env: BTreeMap<&str, &str> = rows
-        .iter()
-        .map(|r| (r.condition.as_str(), r.env.as_str()))
-        .collect();
+    let env = env_of(rows);
     // (condition, scheme, seed, flow) -> (moves, re-seats).
     let mut flows: BTreeMap<(&str, &str, u64, u32), (usize, usize)> = BTreeMap::new();
     for s in swaps {
@@ -155,7 +170,7 @@ pub fn moves_per_flow_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<Strin
     let mut acc: BTreeMap<(String, &str), [usize; 6]> = BTreeMap::new();
     for (&(cond, scheme, _, _), &(moves, reseats)) in &flows {
         let e = env.get(cond).copied().unwrap_or("-");
-        for key in [(e.to_string(), scheme), ("all".to_string(), scheme)] {
+        for key in env_and_all(e, scheme) {
             let a = acc.entry(key).or_default();
             a[0] += usize::from(moves > 0);
             a[1] += usize::from(moves == 1);
@@ -168,8 +183,7 @@ pub fn moves_per_flow_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<Strin
     let mut md = String::from(
         "| Env | Scheme | flows with a move | once | twice | 3 or more | most in a flow | re-seats |\n|---|---|---|---|---|---|---|---|\n",
     );
-    let (all, envs): (Vec<_>, Vec<_>) = acc.iter().partition(|((env, _), _)| env == "all");
-    for ((env, scheme), [moved, once, twice, more, most, reseats]) in envs.into_iter().chain(all) {
+    for (env, scheme, [moved, once, twice, more, most, reseats]) in envs_then_all(&acc) {
         let _ = writeln!(
             md,
             "| {env} | `{scheme}` | {moved} | {once} | {twice} | {more} | {most} | {reseats} |"

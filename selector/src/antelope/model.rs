@@ -23,7 +23,7 @@ use thiserror::Error;
 use super::reward::{Mode, reward};
 use super::samples::Sample;
 use super::unit::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION};
-use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
+use crate::boosters::{Boosters, Table, create_dir, read_manifest, training_error, write_manifest};
 
 /// Format version of `manifest.json`.
 pub const MODEL_FORMAT_VERSION: u32 = 1;
@@ -80,6 +80,14 @@ pub enum ModelError {
     Booster {
         /// The file.
         path: PathBuf,
+        /// Why.
+        msg: String,
+    },
+    /// Training failed: the data cannot make a model, or a booster's fit failed.
+    #[error("training {what}: {msg}")]
+    Training {
+        /// What was being trained (a mode and candidate, a kind, ...).
+        what: String,
         /// Why.
         msg: String,
     },
@@ -212,10 +220,7 @@ impl ModelSet {
                     .set_parallel(false)
                     .set_seed(0);
                 b.fit_unweighted(&matrix, &y, None)
-                    .map_err(|e| ModelError::Booster {
-                        path: PathBuf::from(format!("<training {}/{cca}>", mode.name())),
-                        msg: e.to_string(),
-                    })?;
+                    .map_err(|e| training_error(&format!("{}/{cca}", mode.name()), e))?;
                 set.boosters.insert(mode, cca, b, n);
             }
         }
@@ -274,10 +279,7 @@ impl ModelSet {
 
     /// Writes the set to `dir` (created if needed).
     pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
-        std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        create_dir(dir)?;
         let (models, samples) = self.boosters.write(dir)?;
         let manifest = Manifest {
             format: "antelope-models".into(),

@@ -40,7 +40,7 @@ use super::features::{
 use super::model::{booster, column_major};
 use crate::antelope::model::ModelError;
 use crate::antelope::reward::Mode;
-use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
+use crate::boosters::{Boosters, Table, create_dir, read_manifest, training_error, write_manifest};
 
 /// Format name in `manifest.json`.
 pub const FORMAT: &str = "probe-kind";
@@ -129,13 +129,6 @@ impl std::fmt::Debug for KindModel {
     }
 }
 
-fn training_error(what: &str, msg: String) -> ModelError {
-    ModelError::Booster {
-        path: format!("<training {what}>").into(),
-        msg,
-    }
-}
-
 impl KindModel {
     /// Fits one booster per kind (each with at least one flow of its kind and one of another)
     /// and picks each kind's candidate: the best mean score over its flows, if it is not
@@ -143,8 +136,8 @@ impl KindModel {
     /// `rtt_ratio_max`, [`DEFAULT_DEEP_FROM`] as deployed), once over the kind's flows whose
     /// probe's queue stayed under it and once over those that reached it, each from at least
     /// [`MIN_DEPTH_FLOWS`] flows (else from all the kind's flows). `none` never moves.
-    pub fn train<'a>(
-        samples: &'a [KindSample],
+    pub fn train(
+        samples: &[KindSample],
         start: &str,
         window: ProbeWindow,
         deep_from: Option<f64>,
@@ -187,7 +180,7 @@ impl KindModel {
                 LEARNING_RATE,
             );
             b.fit_unweighted(&matrix, &y, None)
-                .map_err(|e| training_error(kind, e.to_string()))?;
+                .map_err(|e| training_error(kind, e))?;
             boosters.insert(Mode::Default, kind, b, flows.len());
             if *kind == NONE {
                 continue;
@@ -197,21 +190,12 @@ impl KindModel {
                 Some(d) => {
                     let (deep, shallow): (Vec<&KindSample>, Vec<&KindSample>) =
                         flows.iter().partition(|f| f.features[RTT_RATIO_MAX] >= d);
-                    let by_depth = |f: &[&'a KindSample]| {
-                        if f.len() >= MIN_DEPTH_FLOWS {
-                            best_mean(f)
-                        } else {
-                            all
-                        }
-                    };
-                    (by_depth(&shallow), Some(by_depth(&deep)))
+                    (best_or(&shallow, all), best_or(&deep, all))
                 }
                 None => (all, None),
             };
-            for (to, best) in [(&mut moves, Some(shallow)), (&mut deep_moves, deep)] {
-                if let Some(Some(c)) = best
-                    && c != start
-                {
+            for (to, best) in [(&mut moves, shallow), (&mut deep_moves, deep)] {
+                if let Some(c) = best.filter(|c| *c != start) {
                     to.insert((*kind).to_string(), c.to_string());
                 }
             }
@@ -324,10 +308,7 @@ impl KindModel {
 
     /// Writes the model to `dir` (created if needed).
     pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
-        std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        create_dir(dir)?;
         let (models, samples) = self.boosters.write(dir)?;
         let manifest = Manifest {
             format: FORMAT.into(),
@@ -418,6 +399,15 @@ fn best_mean<'a>(flows: &[&'a KindSample]) -> Option<&'a str> {
         .map(|(c, (s, k))| (c, s / k as f64))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(c, _)| c)
+}
+
+/// [`best_mean`] over `flows` when they are at least [`MIN_DEPTH_FLOWS`], else `fallback`.
+fn best_or<'a>(flows: &[&'a KindSample], fallback: Option<&'a str>) -> Option<&'a str> {
+    if flows.len() >= MIN_DEPTH_FLOWS {
+        best_mean(flows)
+    } else {
+        fallback
+    }
 }
 
 #[cfg(test)]

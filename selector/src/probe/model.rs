@@ -21,7 +21,7 @@
 //! itself) loads as one bag.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ccp_algorithms::api::SplitMix64;
 use forust_ml::objective::ObjectiveType;
@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::features::{FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_FEATURES, ProbeWindow};
 use crate::antelope::model::ModelError;
 use crate::antelope::reward::Mode;
-use crate::boosters::{Boosters, Table, read_manifest, write_manifest};
+use crate::boosters::{Boosters, Table, create_dir, read_manifest, training_error, write_manifest};
 
 /// Format name in `manifest.json`.
 pub const FORMAT: &str = "probe-models";
@@ -321,10 +321,7 @@ impl ProbeModels {
 
     /// Writes the set to `dir` (created if needed), bag `k` in `dir/bag<k>`.
     pub fn save(&self, dir: &Path) -> Result<(), ModelError> {
-        std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        create_dir(dir)?;
         let mut bags = Vec::with_capacity(self.bags.len());
         for (k, bag) in self.bags.iter().enumerate() {
             let (models, samples) = bag.write_under(dir, &format!("bag{k}"))?;
@@ -483,10 +480,7 @@ fn fit_bag(groups: &BTreeMap<(Mode, &str), Vec<&ProbeSample>>) -> Result<Booster
             LEARNING_RATE,
         );
         b.fit_unweighted(&Matrix::new(&data, n, N_FEATURES), &y, None)
-            .map_err(|e| ModelError::Booster {
-                path: PathBuf::from(format!("<training {}/{target}>", mode.name())),
-                msg: e.to_string(),
-            })?;
+            .map_err(|e| training_error(&format!("{}/{target}", mode.name()), e))?;
         bag.insert(*mode, target, b, n);
     }
     Ok(bag)
