@@ -95,9 +95,13 @@ struct Manifest {
     /// kind -> the candidate a flow of that kind moves to (over a shallow queue, when
     /// `deep_from` is set).
     moves: BTreeMap<String, String>,
-    /// `rtt_ratio_max` from which a flow's queue is deep (`None`: one move per kind).
+    /// `rtt_ratio_max` from which a flow's queue is deep (`None`, and absent in format 1: one
+    /// move per kind).
+    #[serde(default)]
     deep_from: Option<f64>,
-    /// kind -> the candidate a flow of that kind moves to over a deep queue.
+    /// kind -> the candidate a flow of that kind moves to over a deep queue (absent in format
+    /// 1).
+    #[serde(default)]
     deep_moves: BTreeMap<String, String>,
     trees: usize,
     depth: usize,
@@ -531,6 +535,27 @@ mod tests {
         for bad in [0.5, f64::NAN] {
             assert!(KindModel::train(&train, "copa", ProbeWindow::default(), Some(bad)).is_err());
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A format-1 manifest (before the depth split), which the header check accepts, loads as
+    /// one move per kind.
+    #[test]
+    fn a_format_1_model_loads_with_one_move_per_kind() {
+        let m = KindModel::train(&samples(60), "copa", ProbeWindow::default(), None).unwrap();
+        let dir = std::env::temp_dir().join(format!("ccp-kind-v1-{}", std::process::id()));
+        m.save(&dir).unwrap();
+        let path = dir.join("manifest.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.insert("format_version".into(), 1.into());
+        o.remove("deep_from");
+        o.remove("deep_moves");
+        std::fs::write(&path, v.to_string()).unwrap();
+        let back = KindModel::load(&dir).unwrap();
+        assert_eq!(back.moves(), m.moves());
+        assert!(back.deep_from().is_none() && back.deep_moves().is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
