@@ -208,6 +208,10 @@ enum Command {
         /// per kind; default: `ccp_selector::probe::kind::DEFAULT_DEEP_FROM`, 2).
         #[arg(long)]
         deep_from: Option<String>,
+        /// `probe-kind`: the classifier, `one-vs-rest` (one booster per kind, as shipped) or
+        /// `softmax` (one multiclass booster; measured, not deployed).
+        #[arg(long, default_value = "one-vs-rest")]
+        classifier: String,
     },
     /// Score a probe model set (e.g. the shipped `selector/models/probe`) on counterfactual
     /// runs it was not fitted on (`gen-data --kind probe` of another scenario, same window
@@ -354,6 +358,7 @@ fn train_cmd(cmd: Command) -> ExitCode {
         holdout,
         predictions,
         deep_from,
+        classifier,
     } = cmd
     else {
         return fail(2, "not a train command");
@@ -389,7 +394,13 @@ fn train_cmd(cmd: Command) -> ExitCode {
                     format!("train probe-kind: --deep-from {v:?}: {e} (`off` or a ratio)")
                 }),
             };
-            done(deep_from.and_then(|d| crate::probe_kind::train(&data, &out, d)))
+            let classifier =
+                ccp_selector::probe::kind::Classifier::parse(&classifier).ok_or_else(|| {
+                    format!(
+                        "train probe-kind: --classifier {classifier:?}: `softmax` or `one-vs-rest`"
+                    )
+                });
+            done(deep_from.and_then(|d| crate::probe_kind::train(&data, &out, d, classifier?)))
         }
         "probe" => done(crate::probe::train(
             &data,

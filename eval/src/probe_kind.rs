@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use ccp_selector::antelope::Mode;
-use ccp_selector::probe::kind::NONE;
+use ccp_selector::probe::kind::{Classifier, NONE};
 use ccp_selector::probe::{KindModel, KindSample, N_FEATURES};
 
 use crate::probe::{ProbeMeta, read_dir};
@@ -96,8 +96,14 @@ type Flow = ([f64; N_FEATURES], BTreeMap<String, f64>);
 /// `train probe-kind DIR... --out DIR`: one sample per default-mode flow (condition, seed) of
 /// every directory, labelled from its `competitors.csv`; every directory's window and starts
 /// must be the first's; each kind's move chosen over shallow and deep queues apart from
-/// `deep_from` (a `rtt_ratio_max`; `None`: one move per kind). Returns a summary.
-pub fn train(data: &[PathBuf], out: &Path, deep_from: Option<f64>) -> Result<String, String> {
+/// `deep_from` (a `rtt_ratio_max`; `None`: one move per kind), the kinds told apart by
+/// `classifier`. Returns a summary.
+pub fn train(
+    data: &[PathBuf],
+    out: &Path,
+    deep_from: Option<f64>,
+    classifier: Classifier,
+) -> Result<String, String> {
     let mut meta: Option<ProbeMeta> = None;
     let mut samples = Vec::new();
     for d in data {
@@ -129,8 +135,8 @@ pub fn train(data: &[PathBuf], out: &Path, deep_from: Option<f64>) -> Result<Str
         .starts
         .get(Mode::Default.name())
         .ok_or("no start for the default mode")?;
-    let model =
-        KindModel::train(&samples, start, meta.window, deep_from).map_err(|e| e.to_string())?;
+    let model = KindModel::train_with(&samples, start, meta.window, deep_from, classifier)
+        .map_err(|e| e.to_string())?;
     model.save(out).map_err(|e| e.to_string())?;
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for s in &samples {

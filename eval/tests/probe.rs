@@ -116,6 +116,25 @@ fn gen_data_train_and_run_selector_probe() {
     check_decisions(&out, &swaps);
 
     refuses_data_that_does_not_fit(dir.path(), &data, &models);
+
+    // The kind model's classifier is one of two, named.
+    let kind = dir.path().join("kind");
+    let o = eval(
+        &[
+            "train",
+            "probe-kind",
+            data.to_str().unwrap(),
+            "--classifier",
+            "forest",
+            "--out",
+            kind.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--classifier \"forest\""), "{err}");
+    assert!(!kind.exists());
 }
 
 /// `decisions.csv` explains every selector flow's choice at the probe's end (the probe's

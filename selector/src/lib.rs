@@ -18,6 +18,8 @@
 //!   Runtime (loaded at run time from `ORT_DYLIB_PATH` or the workspace `.venv`), maps the
 //!   last K reports' features to one score per candidate; the argmax wins. The model
 //!   ([`OnnxModel`]) is loaded and validated once and shared by every flow.
+//! - [`softmax`]: multiclass gradient boosting with a softmax objective (the probe's
+//!   competitors'-kind classifier).
 //! - [`hysteresis`]: the switch filter — M consecutive agreeing decisions (default 2, as in
 //!   Antelope) and a minimum dwell time (default 2 RTTs, time taken from the reports).
 //! - [`path_change`] (ours): a detector of a longer path (the RTT floor steps up, holds flat,
@@ -49,6 +51,7 @@ pub mod path_change;
 pub mod policy;
 pub mod probe;
 pub mod selector;
+pub mod softmax;
 pub mod tcprl;
 
 pub use hysteresis::{Hysteresis, HysteresisConfig};

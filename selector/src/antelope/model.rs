@@ -83,6 +83,14 @@ pub enum ModelError {
         /// Why.
         msg: String,
     },
+    /// A softmax classifier's file is not one, or cannot be evaluated.
+    #[error("{path}: not a softmax classifier: {msg}")]
+    Classifier {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        msg: String,
+    },
     /// Training failed: the data cannot make a model, or a booster's fit failed.
     #[error("training {what}: {msg}")]
     Training {
