@@ -66,6 +66,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test6.toml"),
     ),
     (
+        "selection-bench-test7",
+        include_str!("../scenarios/selection-bench-test7.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),

@@ -51,6 +51,7 @@ def test_the_recurring_sets_are_the_generators_draws(name, seed, seeds, segment,
     ("selection-bench-test4", "901", "901,902,903", "0.75,1.0"),
     ("selection-bench-test5", "1601", "1601,1602,1603", "0.75,1.0"),
     ("selection-bench-test6", "1701", "1701,1702,1703", "0.75,1.0"),
+    ("selection-bench-test7", "2001", "2001,2002,2003", "0.75,1.0"),
 ])
 def test_the_newer_sets_are_the_generators_draws(name, seed, seeds, segment, capsys):
     stored = scenario_text(name)
