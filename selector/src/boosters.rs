@@ -162,12 +162,17 @@ impl Boosters {
     }
 }
 
-/// Reads and parses a model set's JSON manifest.
-pub(crate) fn read_manifest<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ModelError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+/// Reads a model file's text.
+pub(crate) fn read_text(path: &Path) -> Result<String, ModelError> {
+    std::fs::read_to_string(path).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    })
+}
+
+/// Reads and parses a model set's JSON manifest.
+pub(crate) fn read_manifest<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ModelError> {
+    let text = read_text(path)?;
     serde_json::from_str(&text).map_err(|e| ModelError::Manifest {
         path: path.to_path_buf(),
         msg: e.to_string(),
@@ -205,10 +210,7 @@ pub(crate) fn read_booster(path: &Path, n_features: usize) -> Result<GradientBoo
         path: path.to_path_buf(),
         msg,
     };
-    let json = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let json = read_text(path)?;
     let b = GradientBooster::from_json(&json).map_err(|e| booster(e.to_string()))?;
     check_trees(&b, n_features).map_err(booster)?;
     Ok(b)

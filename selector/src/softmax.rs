@@ -50,24 +50,28 @@ struct Tree {
     nodes: Vec<Node>,
 }
 
+impl Node {
+    /// Where `x` goes from this node: the child it falls to, or the leaf's value.
+    fn step(&self, x: &[f64]) -> Result<usize, f64> {
+        match *self {
+            Node::Leaf { value } => Err(value),
+            Node::Split {
+                feature,
+                threshold,
+                left,
+                right,
+            } => Ok(if x[feature] < threshold { left } else { right }),
+        }
+    }
+}
+
 impl Tree {
     fn predict(&self, x: &[f64]) -> f64 {
         let mut i = 0;
         loop {
-            match &self.nodes[i] {
-                Node::Leaf { value } => return *value,
-                Node::Split {
-                    feature,
-                    threshold,
-                    left,
-                    right,
-                } => {
-                    i = if x[*feature] < *threshold {
-                        *left
-                    } else {
-                        *right
-                    }
-                }
+            match self.nodes[i].step(x) {
+                Ok(child) => i = child,
+                Err(value) => return value,
             }
         }
     }
@@ -364,18 +368,8 @@ fn grow(
             });
         }
         for (r, nd) in node_of.iter_mut().enumerate() {
-            if let Node::Split {
-                feature,
-                threshold,
-                left,
-                right,
-            } = nodes[*nd]
-            {
-                *nd = if x[r][feature] < threshold {
-                    left
-                } else {
-                    right
-                };
+            if let Ok(child) = nodes[*nd].step(&x[r]) {
+                *nd = child;
             }
         }
         open = next;
