@@ -269,6 +269,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             gates: default_gates(),
             rules: default_rules(),
             kind,
+            later_kind: None,
         },
         modes(ctx.preferences),
         ProbeOptions {

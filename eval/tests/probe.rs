@@ -116,9 +116,36 @@ fn gen_data_train_and_run_selector_probe() {
     check_decisions(&out, &swaps);
 
     refuses_data_that_does_not_fit(dir.path(), &data, &models);
+    kind_settings_that_cannot_be_used(dir.path(), sc, &data, &models);
+}
+
+/// The kind model's settings that cannot be used: an unknown classifier is refused, and a
+/// second look whose model does not load is said once while the run goes on without it.
+fn kind_settings_that_cannot_be_used(dir: &Path, sc: &str, data: &Path, models: &Path) {
+    // A second look at the kind whose model does not load: said once, and the run goes on
+    // without it.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ccp-eval"))
+        .args(["run", sc, "--schemes", "selector-probe", "--out"])
+        .arg(dir.join("run-later-kind"))
+        .env("CCP_PROBE_MODELS", models)
+        .env("CCP_PROBE_LATER_KIND", dir.join("no-such-model"))
+        .env(
+            "CCP_LPTCP_MODEL",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../algorithms/tests/fixtures/lptcp-forest.json"),
+        )
+        .output()
+        .unwrap();
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("without its second look at the kind").count(),
+        1,
+        "{err}"
+    );
 
     // The kind model's classifier is one of two, named.
-    let kind = dir.path().join("kind");
+    let kind = dir.join("kind");
     let o = eval(
         &[
             "train",

@@ -1,8 +1,8 @@
 //! The settings of `selector-probe` that its environment variables change (`$CCP_PROBE_*`):
 //! where its models are, its margin, trial, watches, later models, hand-overs, delegate, drain,
-//! path memory, gates and rules. Each is read when a run builds its selectors; unset, the deployed
-//! policy's (`ccp_selector::probe::default_*`); a value that cannot be used is reported once
-//! and the default kept.
+//! path memory, gates, rules, kind model and second look at the kind. Each is read when a run
+//! builds its selectors; unset, the deployed policy's (`ccp_selector::probe::default_*`); a
+//! value that cannot be used is reported once and the default kept.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -79,6 +79,45 @@ pub fn probe_kind() -> Option<(Arc<probe::KindModel>, f64)> {
         Ok(m) => Some((m, threshold)),
         Err(e) => {
             report_once(&format!("selector-probe runs without its kind model: {e}"));
+            None
+        }
+    }
+}
+
+/// The second look at the competitors' kind of `selector-probe` (`later_kind` of
+/// [`probe::ProbeChoice::Predict`]): `$CCP_PROBE_LATER_KIND` = the directory of a kind model
+/// trained at a later window (`gen-data --kind probe --probe-ms 5000`, then `train
+/// probe-kind`), at the kind's threshold ([`probe_kind`]'s `$CCP_PROBE_KIND`, else the
+/// default); unset or `off`: none, as deployed. A model that does not load, or that
+/// [`probe::KindModel::fits_later`] refuses, is reported once and left out.
+pub fn probe_later_kind() -> Option<(Arc<probe::KindModel>, f64)> {
+    static MODEL: OnceLock<Option<Result<Arc<probe::KindModel>, String>>> = OnceLock::new();
+    let model = MODEL
+        .get_or_init(|| {
+            let dir = std::env::var("CCP_PROBE_LATER_KIND").ok()?;
+            if dir.trim() == "off" {
+                return None;
+            }
+            let dir = PathBuf::from(dir.trim());
+            Some(
+                probe::KindModel::load(&dir)
+                    .map_err(|e| e.to_string())
+                    .and_then(|m| {
+                        probe_models()
+                            .and_then(|p| m.fits_later(&p))
+                            .map_err(|e| format!("{}: {e}", dir.display()))
+                            .map(|()| Arc::new(m))
+                    }),
+            )
+        })
+        .clone()?;
+    let threshold = probe_kind().map_or(probe::kind::DEFAULT_THRESHOLD, |(_, t)| t);
+    match model {
+        Ok(m) => Some((m, threshold)),
+        Err(e) => {
+            report_once(&format!(
+                "selector-probe runs without its second look at the kind: {e}"
+            ));
             None
         }
     }

@@ -324,6 +324,29 @@ impl KindModel {
         Ok(())
     }
 
+    /// Whether the model can take a second look after the probe of `models`
+    /// ([`super::ProbeChoice::Predict`]'s `later_kind`): trained on flows started on the same
+    /// candidate, over a window longer than the probe's.
+    pub fn fits_later(&self, models: &super::ProbeModels) -> Result<(), String> {
+        if let Some(start) = models.start_for(Mode::Default)
+            && start != self.start
+        {
+            return Err(format!(
+                "the later kind model was trained on flows started on {}, the probe models start on {start}",
+                self.start
+            ));
+        }
+        let (w, p) = (self.window, models.window);
+        if w.min_ms <= p.min_ms && w.rtts <= p.rtts {
+            return Err(format!(
+                "the later kind model's window ({} ms, {} RTTs) is not longer than the probe's \
+                 ({} ms, {} RTTs)",
+                w.min_ms, w.rtts, p.min_ms, p.rtts
+            ));
+        }
+        Ok(())
+    }
+
     /// Each competitor kind's candidate (over a shallow queue, when [`KindModel::deep_from`]
     /// is set).
     pub fn moves(&self) -> &BTreeMap<String, String> {

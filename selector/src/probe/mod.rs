@@ -25,7 +25,9 @@
 //! ([`trial`], off by default) the flow measures the proposal against its start before
 //! keeping it, and goes back if it measured worse (a second swap); and optionally (`later`
 //! models, off by default) default-mode flows choose once at the end of a longer window with
-//! models trained on switches made there.
+//! models trained on switches made there, or (`later_kind`, off by default) a default-mode flow
+//! that kept its start looks at the competitors' kind ([`kind`]) again at the end of a longer
+//! window.
 //!
 //! What it takes from the literature and what it changes:
 //! - from Antelope (`PAPERS.md` §2): per-candidate gradient-boosted regressors and the
@@ -353,6 +355,12 @@ pub enum ProbeChoice {
         /// among competitors moves to their kind's candidate at the probe's end, before the
         /// rules and the models. `None`: no kind model.
         kind: Option<(Arc<KindModel>, f64)>,
+        /// A second look at the competitors' kind, with a model trained at a later window:
+        /// a default-mode flow that kept its start at the probe's end keeps measuring and, at
+        /// the end of that model's window, moves to the kind's candidate it names, unless a
+        /// watch moved the flow first (with later models too, it reads their window's
+        /// features, before they choose). `None`: one look, at the probe's end.
+        later_kind: Option<(Arc<KindModel>, f64)>,
     },
     /// Training data: start on `start`, switch to `target` at the end of `window` (stay when
     /// it is the start), and record the probe's features in `sink`.
@@ -603,39 +611,71 @@ impl ProbePolicy {
             && self.mode == Mode::Default
     }
 
-    /// Keeps the later choice pending when the flow kept its start at the probe's end and
-    /// defers to the later models.
-    fn start_later(&mut self, chosen: usize) {
-        self.later = self.defers() && chosen == self.initial;
+    /// Whether this flow takes a second look at the competitors' kind: a default-mode flow of a
+    /// policy with a later kind model, not forced.
+    fn looks_again(&self) -> bool {
+        matches!(
+            &self.choice,
+            ProbeChoice::Predict {
+                later_kind: Some(_),
+                ..
+            }
+        ) && self.forced.is_none()
+            && self.mode == Mode::Default
     }
 
-    /// The later choice, while pending: measures the report and, once the later models'
-    /// window ended, chooses with them (a move ends the watch).
+    /// Keeps the later choice pending when the flow kept its start at the probe's end and
+    /// defers to the later models or looks at the kind again.
+    fn start_later(&mut self, chosen: usize) {
+        self.later = (self.defers() || self.looks_again()) && chosen == self.initial;
+    }
+
+    /// The later choice, while pending: measures the report and, once the later window ended
+    /// (the later models', else the later kind model's), moves to the kind's candidate the
+    /// later kind model names, else chooses with the later models (a move ends the watch).
     fn look_later(&mut self, chosen: usize, f: &Features<'_>) -> usize {
         if !self.later {
             return chosen;
         }
         let ProbeChoice::Predict {
-            later: Some(models),
-            ..
+            later, later_kind, ..
         } = &self.choice
         else {
             self.later = false;
             return chosen;
+        };
+        let (models, kind) = (later.clone(), later_kind.clone());
+        let window = match (&models, &kind) {
+            (Some(m), _) => m.window,
+            (None, Some((k, _))) => k.window(),
+            (None, None) => {
+                self.later = false;
+                return chosen;
+            }
         };
         // The watch moved the flow: no later choice.
         if chosen != self.initial {
             self.later = false;
             return chosen;
         }
-        let models = models.clone();
         self.stats.push(f.measurement, f.now_us);
-        if !self.stats.done(&models.window) {
+        if !self.stats.done(&window) {
             return chosen;
         }
         self.later = false;
         let x = self.stats.features();
-        let (c, _) = self.choose_with(Some(&models), &x, chosen, f.now_us);
+        let by_kind = kind
+            .as_ref()
+            .and_then(|(m, threshold)| m.decide(&x, *threshold))
+            .and_then(|(_, to)| self.names.iter().position(|n| *n == to));
+        let c = match (by_kind, &models) {
+            (Some(to), _) => {
+                self.features = x.to_vec();
+                to
+            }
+            (None, Some(m)) => self.choose_with(Some(m), &x, chosen, f.now_us).0,
+            (None, None) => chosen,
+        };
         if c != chosen {
             self.keep(c, self.drained());
             self.start_watch(c);

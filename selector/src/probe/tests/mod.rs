@@ -32,6 +32,7 @@ macro_rules! predict {
             gates: Vec::new(),
             rules: Vec::new(),
             kind: None,
+            later_kind: None,
         };
         $(
             let value = $value;
@@ -610,6 +611,11 @@ mod watches;
 /// under 1.5) are labelled `drains` when `flag_drained`, the others `none`; `drains` scores best
 /// on Vegas.
 fn kind_model(flag_drained: bool) -> Arc<KindModel> {
+    kind_model_over(flag_drained, ProbeWindow::default())
+}
+
+/// [`kind_model`] trained on probes of `window`.
+fn kind_model_over(flag_drained: bool, window: ProbeWindow) -> Arc<KindModel> {
     let mut rng = ccp_algorithms::api::SplitMix64::new(3);
     let samples: Vec<KindSample> = (0..200)
         .map(|i| {
@@ -635,7 +641,7 @@ fn kind_model(flag_drained: bool) -> Arc<KindModel> {
             }
         })
         .collect();
-    Arc::new(KindModel::train(&samples, "bbr", ProbeWindow::default(), None).unwrap())
+    Arc::new(KindModel::train(&samples, "bbr", window, None).unwrap())
 }
 
 #[test]
@@ -675,4 +681,67 @@ fn the_competitors_kind_decides_before_the_rules_and_the_models() {
     let mut current = p.initial();
     let d = run(&mut p, &mut current, 40, 0.5);
     assert!(!d.contains(&Decision::SwitchTo(2)), "{d:?}");
+}
+
+/// The second look at the kind: a flow that kept its start at the probe's end (1 s) moves to
+/// the kind's candidate at the end of the later model's window (2 s), once; a flow the probe
+/// moved, a flow the model does not flag and a delay-sensitive flow are left alone. A model
+/// whose window is not longer than the probe's, or started on another candidate, does not fit.
+#[test]
+fn a_second_look_at_the_kind_moves_a_flow_that_kept_its_start() {
+    let later = ProbeWindow {
+        min_ms: 2_000,
+        rtts: 10,
+    };
+    let models = one_second_models();
+    for (flag_drained, to) in [(true, Some(2)), (false, None)] {
+        let probe = Probe::new(
+            predict!(models.clone(),
+                later_kind: Some((kind_model_over(flag_drained, later), kind::DEFAULT_THRESHOLD))),
+            HashMap::from([(5001, Mode::Delay)]),
+        );
+        // A steady path: the models keep the start at the probe's end.
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 60, 0.0);
+        assert_eq!(d[20], Decision::Stay, "{d:?}");
+        match to {
+            Some(c) => {
+                assert_eq!(switches(&d), [&Decision::SwitchTo(c)], "{d:?}");
+                // 2 s at 50 ms from the first report: the 41st report.
+                assert_eq!(d[40], Decision::SwitchTo(c), "{d:?}");
+                assert_eq!(p.chosen(), Some(c));
+            }
+            None => assert!(switches(&d).is_empty(), "{d:?}"),
+        }
+        // A flow the probe moved (to Copa, on a variable rate) keeps that choice.
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 60, 0.5);
+        assert_eq!(switches(&d), [&Decision::SwitchTo(1)], "{d:?}");
+        // A delay-sensitive flow takes no second look.
+        let mut p = probe.policy(&to_port(5001));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 60, 0.0);
+        assert!(!d.contains(&Decision::SwitchTo(2)), "{d:?}");
+    }
+    assert!(kind_model_over(true, later).fits_later(&models).is_ok());
+    let e = kind_model_over(true, models.window)
+        .fits_later(&models)
+        .unwrap_err();
+    assert!(e.contains("not longer"), "{e}");
+    let e = kind_model_over(true, later)
+        .fits_later(&Arc::new(
+            ProbeModels::train(
+                &samples(400),
+                later,
+                BTreeMap::from([
+                    (Mode::Default, "copa".to_string()),
+                    (Mode::Delay, "bbr".to_string()),
+                ]),
+            )
+            .unwrap(),
+        ))
+        .unwrap_err();
+    assert!(e.contains("started on bbr"), "{e}");
 }
