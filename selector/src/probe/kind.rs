@@ -306,14 +306,7 @@ impl KindModel {
     /// trained on another start or window reads features of another distribution; the message
     /// says which differs.
     pub fn fits(&self, models: &super::ProbeModels) -> Result<(), String> {
-        if let Some(start) = models.start_for(Mode::Default)
-            && start != self.start
-        {
-            return Err(format!(
-                "the kind model was trained on flows started on {}, the probe models start on {start}",
-                self.start
-            ));
-        }
+        self.starts_as(models, "kind model")?;
         if models.window != self.window {
             return Err(format!(
                 "the kind model was trained on a probe of {} ms and {} RTTs, the probe models end \
@@ -324,18 +317,23 @@ impl KindModel {
         Ok(())
     }
 
+    /// Whether the model's training flows started on the default mode's start candidate of
+    /// `models`; the message names the model as `what`.
+    fn starts_as(&self, models: &super::ProbeModels, what: &str) -> Result<(), String> {
+        match models.start_for(Mode::Default) {
+            Some(start) if start != self.start => Err(format!(
+                "the {what} was trained on flows started on {}, the probe models start on {start}",
+                self.start
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether the model can take a second look after the probe of `models`
     /// ([`super::ProbeChoice::Predict`]'s `later_kind`): trained on flows started on the same
     /// candidate, over a window longer than the probe's.
     pub fn fits_later(&self, models: &super::ProbeModels) -> Result<(), String> {
-        if let Some(start) = models.start_for(Mode::Default)
-            && start != self.start
-        {
-            return Err(format!(
-                "the later kind model was trained on flows started on {}, the probe models start on {start}",
-                self.start
-            ));
-        }
+        self.starts_as(models, "later kind model")?;
         let (w, p) = (self.window, models.window);
         if w.min_ms <= p.min_ms && w.rtts <= p.rtts {
             return Err(format!(
