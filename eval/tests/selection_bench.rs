@@ -17,6 +17,35 @@ const DURATION_S: f64 = 12.0;
 const SINGLES: [&str; 4] = ["cubic", "bbr", "copa", "vegas"];
 const SELECTORS: [&str; 3] = ["selector-rein", "selector-outcome", "selector-probe"];
 
+/// The built-in held-out sets, grouped by the share of each recording their trace segments come
+/// from: test sets (the last quarter), validation sets (the third), training sets (the first
+/// half). Sets of one group may share trace seconds; no two sets share a path, seed or id.
+const SET_GROUPS: [&[&str]; 3] = [
+    &[
+        "selection-bench-test",
+        "selection-bench-test2",
+        "selection-bench-test3",
+        "selection-bench-test4",
+        "selection-bench-test5",
+        "selection-bench-test6",
+        "selection-bench-test7",
+        "selection-recurring-test",
+    ],
+    &[
+        "selection-bench",
+        "selection-val2",
+        "selection-val3",
+        "selection-val4",
+        "selection-recurring",
+    ],
+    &[
+        "selection-train",
+        "selection-train2",
+        "competition-train2",
+        "lone-train",
+    ],
+];
+
 /// The built-in bench cut down: the named conditions, `DURATION_S`, one seed, and web-like
 /// groups with only the flows that start within the shorter run.
 fn small(name: &str, keep: &[&str]) -> Scenario {
@@ -209,28 +238,11 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 #[test]
 fn the_sets_share_no_path_seed_or_trace_second() {
     let load = |n: &str| ccp_eval::builtin::scenario(n).unwrap().unwrap();
-    let sets: Vec<Scenario> = [
-        "selection-train",
-        "selection-train2",
-        "selection-bench",
-        "selection-bench-test",
-        "selection-bench-test2",
-        "selection-bench-test3",
-        "selection-bench-test4",
-        "selection-bench-test5",
-        "selection-bench-test6",
-        "selection-bench-test7",
-        "selection-val2",
-        "selection-val3",
-        "selection-val4",
-        "selection-recurring",
-        "selection-recurring-test",
-        "competition-train2",
-        "lone-train",
-    ]
-    .into_iter()
-    .map(load)
-    .collect();
+    let sets: Vec<Scenario> = SET_GROUPS
+        .iter()
+        .flat_map(|g| g.iter())
+        .map(|n| load(n))
+        .collect();
     for (i, a) in sets.iter().enumerate() {
         for b in &sets[i + 1..] {
             assert!(
@@ -351,9 +363,8 @@ fn the_recurring_sets_send_six_flows_to_one_destination_per_path() {
     }
 }
 
-/// No second of a recorded trace is replayed by two of `sets`, but for the training sets, the
-/// test sets and the validation sets (each group drawn from the same share of every
-/// recording).
+/// No second of a recorded trace is replayed by two of `sets`, but by two of one of
+/// [`SET_GROUPS`] (each group drawn from the same share of every recording).
 fn no_trace_second_in_two(sets: &[&Scenario]) {
     // Trace segments: [offset, offset + duration) of each recording, per set (from the files:
     // a loaded scenario holds the trace already rotated).
@@ -389,27 +400,7 @@ fn no_trace_second_in_two(sets: &[&Scenario]) {
     for (i, a) in all.iter().enumerate() {
         for (j, b) in all.iter().enumerate().skip(i + 1) {
             let pair = [sets[i].name.as_str(), sets[j].name.as_str()];
-            let groups: [&[&str]; 3] = [
-                &[
-                    "selection-bench-test",
-                    "selection-bench-test2",
-                    "selection-bench-test3",
-                    "selection-bench-test4",
-                    "selection-bench-test5",
-                    "selection-bench-test6",
-                    "selection-bench-test7",
-                    "selection-recurring-test",
-                ],
-                &[
-                    "selection-bench",
-                    "selection-val2",
-                    "selection-val3",
-                    "selection-val4",
-                    "selection-recurring",
-                ],
-                &["selection-train", "selection-train2", "lone-train"],
-            ];
-            if groups
+            if SET_GROUPS
                 .iter()
                 .any(|g| g.contains(&pair[0]) && g.contains(&pair[1]))
             {

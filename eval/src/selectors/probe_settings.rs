@@ -49,19 +49,7 @@ pub fn probe_kind_dir() -> PathBuf {
 /// without it.
 pub fn probe_kind() -> Option<(Arc<probe::KindModel>, f64)> {
     static MODEL: OnceLock<Result<Arc<probe::KindModel>, String>> = OnceLock::new();
-    let threshold = match std::env::var("CCP_PROBE_KIND") {
-        Ok(v) if v.trim() == "off" => return None,
-        Ok(v) => match v.trim().parse::<f64>() {
-            Ok(t) if t > 0.0 && t <= 1.0 => t,
-            _ => {
-                report_once(&format!(
-                    "CCP_PROBE_KIND={v:?} ignored: not `off` or a threshold in (0, 1]"
-                ));
-                probe::kind::DEFAULT_THRESHOLD
-            }
-        },
-        Err(_) => probe::kind::DEFAULT_THRESHOLD,
-    };
+    let threshold = kind_threshold()?;
     let model = MODEL
         .get_or_init(|| {
             let dir = probe_kind_dir();
@@ -84,11 +72,29 @@ pub fn probe_kind() -> Option<(Arc<probe::KindModel>, f64)> {
     }
 }
 
+/// The kind's threshold: `$CCP_PROBE_KIND` = `off` (`None`) or a threshold in (0, 1], else
+/// [`probe::kind::DEFAULT_THRESHOLD`].
+fn kind_threshold() -> Option<f64> {
+    match std::env::var("CCP_PROBE_KIND") {
+        Ok(v) if v.trim() == "off" => None,
+        Ok(v) => Some(match v.trim().parse::<f64>() {
+            Ok(t) if t > 0.0 && t <= 1.0 => t,
+            _ => {
+                report_once(&format!(
+                    "CCP_PROBE_KIND={v:?} ignored: not `off` or a threshold in (0, 1]"
+                ));
+                probe::kind::DEFAULT_THRESHOLD
+            }
+        }),
+        Err(_) => Some(probe::kind::DEFAULT_THRESHOLD),
+    }
+}
+
 /// The second look at the competitors' kind of `selector-probe` (`later_kind` of
 /// [`probe::ProbeChoice::Predict`]): `$CCP_PROBE_LATER_KIND` = the directory of a kind model
 /// trained at a later window (`gen-data --kind probe --probe-ms 5000`, then `train
-/// probe-kind`), at the kind's threshold ([`probe_kind`]'s `$CCP_PROBE_KIND`, else the
-/// default); unset or `off`: none, as deployed. A model that does not load, or that
+/// probe-kind`), at the kind's threshold (`$CCP_PROBE_KIND`; its default when that is `off`);
+/// unset or `off`: none, as deployed. A model that does not load, or that
 /// [`probe::KindModel::fits_later`] refuses, is reported once and left out.
 pub fn probe_later_kind() -> Option<(Arc<probe::KindModel>, f64)> {
     static MODEL: OnceLock<Option<Result<Arc<probe::KindModel>, String>>> = OnceLock::new();
@@ -111,7 +117,7 @@ pub fn probe_later_kind() -> Option<(Arc<probe::KindModel>, f64)> {
             )
         })
         .clone()?;
-    let threshold = probe_kind().map_or(probe::kind::DEFAULT_THRESHOLD, |(_, t)| t);
+    let threshold = kind_threshold().unwrap_or(probe::kind::DEFAULT_THRESHOLD);
     match model {
         Ok(m) => Some((m, threshold)),
         Err(e) => {

@@ -229,25 +229,7 @@ impl KindModel {
         }
         let fitted = match classifier {
             Classifier::OneVsRest => Fitted::OneVsRest(one_vs_rest(samples, &by_kind)?),
-            Classifier::Softmax => {
-                let kinds: Vec<String> = by_kind.keys().map(|k| (*k).to_string()).collect();
-                let x: Vec<Vec<f64>> = samples.iter().map(|s| s.features.to_vec()).collect();
-                let y: Vec<usize> = samples
-                    .iter()
-                    .map(|s| kinds.iter().position(|k| *k == s.kind).unwrap_or(0))
-                    .collect();
-                let params = SoftmaxParams {
-                    rounds: TREES,
-                    depth: DEPTH,
-                    learning_rate: f64::from(LEARNING_RATE),
-                    min_leaf_hessian: f64::from(MIN_LEAF),
-                    lambda: LAMBDA,
-                };
-                Fitted::Softmax(
-                    SoftmaxBooster::fit(&x, &y, kinds, params)
-                        .map_err(|e| training_error("kinds", e))?,
-                )
-            }
+            Classifier::Softmax => Fitted::Softmax(softmax(samples, &by_kind)?),
         };
         let (mut moves, mut deep_moves) = (BTreeMap::new(), BTreeMap::new());
         for (kind, flows) in &by_kind {
@@ -536,6 +518,26 @@ fn read_softmax(path: &Path) -> Result<SoftmaxBooster, ModelError> {
         )));
     }
     Ok(b)
+}
+
+/// One softmax classifier over the kinds of `by_kind` (classes in its order), fitted on
+/// `samples` in their order, of the boosters' size.
+fn softmax(
+    samples: &[KindSample],
+    by_kind: &BTreeMap<&str, Vec<&KindSample>>,
+) -> Result<SoftmaxBooster, ModelError> {
+    let class: BTreeMap<&str, usize> = by_kind.keys().enumerate().map(|(i, k)| (*k, i)).collect();
+    let x: Vec<Vec<f64>> = samples.iter().map(|s| s.features.to_vec()).collect();
+    let y: Vec<usize> = samples.iter().map(|s| class[s.kind.as_str()]).collect();
+    let params = SoftmaxParams {
+        rounds: TREES,
+        depth: DEPTH,
+        learning_rate: f64::from(LEARNING_RATE),
+        min_leaf_hessian: f64::from(MIN_LEAF),
+        lambda: LAMBDA,
+    };
+    let kinds = by_kind.keys().map(|k| (*k).to_string()).collect();
+    SoftmaxBooster::fit(&x, &y, kinds, params).map_err(|e| training_error("kinds", e))
 }
 
 /// One log-loss booster per kind against the rest.

@@ -637,32 +637,34 @@ impl ProbePolicy {
         if !self.later {
             return chosen;
         }
-        let ProbeChoice::Predict {
-            later, later_kind, ..
-        } = &self.choice
-        else {
+        let window = match &self.choice {
+            ProbeChoice::Predict { later: Some(m), .. } => Some(m.window),
+            ProbeChoice::Predict {
+                later_kind: Some((k, _)),
+                ..
+            } => Some(k.window()),
+            _ => None,
+        };
+        // No later window, or the watch moved the flow: no later choice.
+        let Some(window) = window.filter(|_| chosen == self.initial) else {
             self.later = false;
             return chosen;
         };
-        let (models, kind) = (later.clone(), later_kind.clone());
-        let window = match (&models, &kind) {
-            (Some(m), _) => m.window,
-            (None, Some((k, _))) => k.window(),
-            (None, None) => {
-                self.later = false;
-                return chosen;
-            }
-        };
-        // The watch moved the flow: no later choice.
-        if chosen != self.initial {
-            self.later = false;
-            return chosen;
-        }
         self.stats.push(f.measurement, f.now_us);
         if !self.stats.done(&window) {
             return chosen;
         }
         self.later = false;
+        let ProbeChoice::Predict {
+            later: models,
+            later_kind: kind,
+            ..
+        } = &self.choice
+        else {
+            return chosen;
+        };
+        // The models and the kind model are taken only now, once per flow.
+        let (models, kind) = (models.clone(), kind.clone());
         let x = self.stats.features();
         let by_kind = kind
             .as_ref()
