@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use crate::ray::RayOptions;
 use crate::report::{self, ReportInput};
-use crate::results::{self, FlowRow, SeriesRow, SwapRow};
+use crate::results::{self, DecisionRow, FlowRow, SeriesRow, SwapRow};
 use crate::runner::{self, DatapathKind, RunOptions};
 use crate::scenario::Scenario;
 use crate::{builtin, lptcp, schemes, training};
@@ -717,7 +717,13 @@ fn run(
         return fail(1, &e);
     }
     if !output.swaps.is_empty()
-        && let Err(e) = write_choices(out, &scenario, &output.rows, &output.swaps)
+        && let Err(e) = write_choices(
+            out,
+            &scenario,
+            &output.rows,
+            &output.swaps,
+            &output.decisions,
+        )
     {
         return fail(1, &e);
     }
@@ -735,13 +741,14 @@ fn run(
 }
 
 /// Writes `swaps.csv` and `selector.md` (time share per candidate, moves per flow, what the
-/// moves earned, and the candidate in use over time per condition in
-/// `plots/cca_<condition>.svg`).
+/// moves earned, in all and per part of the policy that asked for them, and the candidate in
+/// use over time per condition in `plots/cca_<condition>.svg`).
 fn write_choices(
     out: &Path,
     scenario: &Scenario,
     rows: &[FlowRow],
     swaps: &[SwapRow],
+    decisions: &[DecisionRow],
 ) -> Result<(), String> {
     use crate::report::choices;
     results::write_csv(&out.join("swaps.csv"), swaps).map_err(|e| e.to_string())?;
@@ -763,6 +770,14 @@ fn write_choices(
             "## What the moves earned\n\nRuns in which the selector moved a flow, against the \
              same condition and seed run alone with the candidate it moved from (the swaps' \
              cost included):\n\n{moves}\n"
+        );
+    }
+    if let Some(parts) = choices::moves_by_part_table(swaps, decisions, rows) {
+        let _ = write!(
+            md,
+            "## What each part's moves earned\n\nThe same runs, each counted for the part of \
+             the policy that asked for its first move (`decisions.csv`'s `by`; `-`: no decision \
+             explains it):\n\n{parts}\n"
         );
     }
     let plots = out.join("plots");

@@ -166,6 +166,9 @@ pub struct DecisionRow {
     pub from: String,
     /// Candidate the decision asked for (`from` when it stays).
     pub to: String,
+    /// The part of the policy that decided (the probe's: `ccp_selector::probe::Part`, e.g.
+    /// `models`, `kind`, `watch`; a policy of one part names itself).
+    pub by: String,
     /// The policy's features, `;`-separated in the policy's own order (the probe's:
     /// `ccp_selector::probe::FEATURE_NAMES`).
     pub features: String,
@@ -176,8 +179,9 @@ pub struct DecisionRow {
 
 impl DecisionRow {
     /// The row of a decision whose leading columns are `head`'s (the run, the flow, the time
-    /// and the candidates), with the policy's `features` and `scores`.
-    pub fn explaining(head: SwapRow, features: String, scores: String) -> Self {
+    /// and the candidates), with the part that decided (`by`) and the policy's `features` and
+    /// `scores`.
+    pub fn explaining(head: SwapRow, by: &str, features: String, scores: String) -> Self {
         let SwapRow {
             scenario,
             condition,
@@ -197,6 +201,7 @@ impl DecisionRow {
             t_s,
             from,
             to,
+            by: by.to_string(),
             features,
             scores,
         }

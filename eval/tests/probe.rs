@@ -164,15 +164,20 @@ fn kind_settings_that_cannot_be_used(dir: &Path, sc: &str, data: &Path, models: 
     assert!(!kind.exists());
 }
 
-/// `decisions.csv` explains every selector flow's choice at the probe's end (the probe's
-/// features and a score per candidate) and every switch it made.
+/// `decisions.csv` explains every selector flow's choice at the probe's end (the part of the
+/// policy that made it, the probe's features and a score per candidate) and every switch it
+/// made.
 fn check_decisions(out: &Path, swaps: &str) {
     let text = std::fs::read_to_string(out.join("decisions.csv")).unwrap();
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("scenario,condition,scheme,seed,sock_id,t_s,from,to,features,scores")
+        Some("scenario,condition,scheme,seed,sock_id,t_s,from,to,by,features,scores")
     );
+    let parts: Vec<&str> = ccp_selector::probe::Part::ALL
+        .iter()
+        .map(|p| p.as_str())
+        .collect();
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let flows: BTreeSet<(&str, &str, &str)> = rows.iter().map(|r| (r[1], r[3], r[4])).collect();
     assert_eq!(
@@ -181,19 +186,22 @@ fn check_decisions(out: &Path, swaps: &str) {
         "one explained flow per flow under test: {flows:?}"
     );
     for r in &rows {
-        assert_eq!(r.len(), 10, "{r:?}");
+        assert_eq!(r.len(), 11, "{r:?}");
+        assert!(parts.contains(&r[8]), "a part of the probe policy: {r:?}");
+        // Nothing here is forced, handed over (no delay-mode port) or delegated.
+        assert!(!["forced", "handover", "delegate"].contains(&r[8]), "{r:?}");
         assert_eq!(
-            r[8].split(';').count(),
+            r[9].split(';').count(),
             ccp_selector::probe::N_FEATURES,
             "{r:?}"
         );
-        let scored: BTreeSet<&str> = r[9]
+        let scored: BTreeSet<&str> = r[10]
             .split(';')
             .map(|s| s.split_once('=').unwrap().0)
             .collect();
         assert_eq!(scored.len(), 12, "a score per candidate: {r:?}");
         assert!(scored.contains("copa") && scored.contains("bbr"), "{r:?}");
-        let min_rtt: f64 = r[8].split(';').next().unwrap().parse().unwrap();
+        let min_rtt: f64 = r[9].split(';').next().unwrap().parse().unwrap();
         assert!(min_rtt > 0.0, "{r:?}");
     }
     for l in swaps.lines().skip(1) {

@@ -558,6 +558,7 @@ impl SelectionPolicy for OnnxPolicy {
 
     fn explain(&self) -> Option<crate::policy::Explanation> {
         self.window.is_full().then(|| crate::policy::Explanation {
+            by: self.name(),
             features: self.window.values().iter().map(|v| f64::from(*v)).collect(),
             scores: self.scores.iter().map(|v| f64::from(*v)).collect(),
         })

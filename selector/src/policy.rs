@@ -83,10 +83,14 @@ pub(crate) fn ip_prefix(ip: u32, bits: u8) -> u32 {
     }
 }
 
-/// Why a policy decided as it did: the features it looked at and its score per candidate
-/// (recorded in decision events so a trace can show them).
+/// Why a policy decided as it did: which part of it decided, the features it looked at and its
+/// score per candidate (recorded in decision events so a trace can show them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Explanation {
+    /// The part of the policy that made the decision: the probe policy's parts
+    /// ([`crate::probe::Part`]: its models, the competitors' kind, a watch, ...); a policy of
+    /// one part names itself.
+    pub by: &'static str,
     /// The feature vector the decision was made on.
     pub features: Vec<f64>,
     /// One score per candidate, by index (higher is better).

@@ -1,6 +1,7 @@
 //! What the selector chose: the candidate in use over time per flow (Antelope Fig. 7), the
 //! share of time on each candidate per environment (Antelope Table III), and what the runs
-//! with a move earned against their start candidate run alone, from `swaps.csv`.
+//! with a move earned against their start candidate run alone, from `swaps.csv` (and per part
+//! of the policy that asked for the move, from `decisions.csv`).
 //!
 //! A flow's candidate before its first swap is that swap's `from`; a flow with no swap has no
 //! row in `swaps.csv` and is left out of the shares (its start candidate is not recorded).
@@ -9,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::svg::{Axis, Panel, Svg, fmt_tick};
-use crate::results::{FlowRow, SwapRow};
+use crate::results::{DecisionRow, FlowRow, SwapRow};
 
 /// One flow's candidate over time: (start time, candidate) steps, then the end time.
 struct Timeline<'a> {
@@ -91,14 +92,126 @@ pub fn time_share_table(swaps: &[SwapRow], rows: &[FlowRow], duration_s: f64) ->
 /// they cost; with how many runs gained and lost. Runs whose start was not run alone are left
 /// out. `None` when no run moved or none has its start's run.
 pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
-    // The start of each run with a move: the `from` of its first move.
-    let mut starts: BTreeMap<(&str, &str, u64), (f64, &str)> = BTreeMap::new();
+    // (env, scheme) -> (sum of gains, runs, gained, lost); "all" too.
+    let mut acc: BTreeMap<(String, &str), Gains> = BTreeMap::new();
+    for run in moved_runs(swaps, rows) {
+        for key in env_and_all(run.env, run.scheme) {
+            acc.entry(key).or_default().add(run.gain);
+        }
+    }
+    if acc.is_empty() {
+        return None;
+    }
+    let mut md = String::from(
+        "| Env | Scheme | runs with a move | mean score against the start alone | gained / lost |\n|---|---|---|---|---|\n",
+    );
+    for (env, scheme, g) in envs_then_all(&acc) {
+        let _ = writeln!(md, "| {env} | `{scheme}` | {} |", g.cells());
+    }
+    Some(md)
+}
+
+/// What each part of the policy earned with its moves, per (environment, selector scheme,
+/// part), as a markdown table: [`moves_table`]'s runs, each counted for the part that asked
+/// for its first move (`decisions.csv`'s `by`: the latest decision of the moved flow asking
+/// for that move, at or before it). A run's later moves count for its first move's part; a
+/// run whose first move no decision explains counts for `-`. `None` when no run with a move
+/// had its start run alone.
+pub fn moves_by_part_table(
+    swaps: &[SwapRow],
+    decisions: &[DecisionRow],
+    rows: &[FlowRow],
+) -> Option<String> {
+    let part = |first: &SwapRow| {
+        decisions
+            .iter()
+            .filter(|d| {
+                (d.condition.as_str(), d.scheme.as_str(), d.seed, d.sock_id)
+                    == (
+                        first.condition.as_str(),
+                        first.scheme.as_str(),
+                        first.seed,
+                        first.sock_id,
+                    )
+                    && (d.from.as_str(), d.to.as_str()) == (first.from.as_str(), first.to.as_str())
+                    && d.t_s <= first.t_s
+            })
+            .max_by(|a, b| a.t_s.total_cmp(&b.t_s))
+            .map_or("-", |d| d.by.as_str())
+    };
+    // (env, scheme, part) -> gains; "all" too, after the environments.
+    let mut acc: BTreeMap<(bool, String, &str, &str), Gains> = BTreeMap::new();
+    for run in moved_runs(swaps, rows) {
+        let by = part(run.first);
+        for (all, env) in [(false, run.env), (true, "all")] {
+            acc.entry((all, env.to_string(), run.scheme, by))
+                .or_default()
+                .add(run.gain);
+        }
+    }
+    if acc.is_empty() {
+        return None;
+    }
+    let mut md = String::from(
+        "| Env | Scheme | part | runs with a move | mean score against the start alone | gained / lost |\n|---|---|---|---|---|---|\n",
+    );
+    for ((_, env, scheme, by), g) in &acc {
+        let _ = writeln!(md, "| {env} | `{scheme}` | {by} | {} |", g.cells());
+    }
+    Some(md)
+}
+
+/// The sum of a set of runs' gains, how many, and how many gained and lost.
+#[derive(Debug, Default)]
+struct Gains {
+    sum: f64,
+    runs: usize,
+    gained: usize,
+    lost: usize,
+}
+
+impl Gains {
+    fn add(&mut self, gain: f64) {
+        self.sum += gain;
+        self.runs += 1;
+        self.gained += usize::from(gain > 0.0);
+        self.lost += usize::from(gain < 0.0);
+    }
+
+    /// The table's cells: runs, mean gain, gained / lost.
+    fn cells(&self) -> String {
+        format!(
+            "{} | {:+.3} | {} / {}",
+            self.runs,
+            self.sum / self.runs.max(1) as f64,
+            self.gained,
+            self.lost
+        )
+    }
+}
+
+/// A run (condition, scheme, seed) in which the selector moved a flow, with its start run
+/// alone.
+struct MovedRun<'a> {
+    scheme: &'a str,
+    env: &'a str,
+    /// The run's first move (its `from` is the start).
+    first: &'a SwapRow,
+    /// The mean score of the run's flows under test minus the start's alone.
+    gain: f64,
+}
+
+/// The runs with a move whose start (the `from` of the first move) was run alone on the same
+/// condition and seed.
+fn moved_runs<'a>(swaps: &'a [SwapRow], rows: &'a [FlowRow]) -> Vec<MovedRun<'a>> {
+    // The first move of each run.
+    let mut firsts: BTreeMap<(&str, &str, u64), &SwapRow> = BTreeMap::new();
     for s in swaps.iter().filter(|s| s.from != s.to) {
-        let e = starts
+        let e = firsts
             .entry((s.condition.as_str(), s.scheme.as_str(), s.seed))
-            .or_insert((s.t_s, s.from.as_str()));
-        if s.t_s < e.0 {
-            *e = (s.t_s, s.from.as_str());
+            .or_insert(s);
+        if s.t_s < e.t_s {
+            *e = s;
         }
     }
     // Mean score and environment of each run's flows under test.
@@ -111,37 +224,19 @@ pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
         e.1 += 1;
     }
     let mean = |k: &(&str, &str, u64)| runs.get(k).map(|(s, n, env)| (s / *n as f64, *env));
-    // (env, scheme) -> (sum of gains, runs, gained, lost); "all" too.
-    let mut acc: BTreeMap<(String, &str), (f64, usize, usize, usize)> = BTreeMap::new();
-    for (&(cond, scheme, seed), &(_, start)) in &starts {
-        let (Some((with, env)), Some((alone, _))) =
-            (mean(&(cond, scheme, seed)), mean(&(cond, start, seed)))
-        else {
-            continue;
-        };
-        let gain = with - alone;
-        for key in env_and_all(env, scheme) {
-            let a = acc.entry(key).or_default();
-            a.0 += gain;
-            a.1 += 1;
-            a.2 += usize::from(gain > 0.0);
-            a.3 += usize::from(gain < 0.0);
-        }
-    }
-    if acc.is_empty() {
-        return None;
-    }
-    let mut md = String::from(
-        "| Env | Scheme | runs with a move | mean score against the start alone | gained / lost |\n|---|---|---|---|---|\n",
-    );
-    for (env, scheme, (sum, n, up, down)) in envs_then_all(&acc) {
-        let _ = writeln!(
-            md,
-            "| {env} | `{scheme}` | {n} | {:+.3} | {up} / {down} |",
-            sum / *n as f64
-        );
-    }
-    Some(md)
+    firsts
+        .into_iter()
+        .filter_map(|((cond, scheme, seed), first)| {
+            let (with, env) = mean(&(cond, scheme, seed))?;
+            let (alone, _) = mean(&(cond, first.from.as_str(), seed))?;
+            Some(MovedRun {
+                scheme,
+                env,
+                first,
+                gain: with - alone,
+            })
+        })
+        .collect()
 }
 
 /// How often the selector moved each flow, per (environment, selector scheme), as a markdown

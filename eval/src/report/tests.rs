@@ -828,3 +828,80 @@ fn the_moves_table_compares_runs_with_a_move_to_their_start_alone() {
         "{md}"
     );
 }
+
+#[test]
+fn the_parts_table_counts_each_run_for_the_part_that_asked_for_its_first_move() {
+    let swap = |cond: &str, seed: u64, t_s: f64, from: &str, to: &str| crate::results::SwapRow {
+        scenario: "synthetic".into(),
+        condition: cond.into(),
+        scheme: "sel".into(),
+        seed,
+        sock_id: 1,
+        t_s,
+        from: from.into(),
+        to: to.into(),
+    };
+    let decision = |cond: &str, seed: u64, t_s: f64, to: &str, by: &str| {
+        crate::results::DecisionRow::explaining(
+            swap(cond, seed, t_s, "copa", to),
+            by,
+            String::new(),
+            String::new(),
+        )
+    };
+    let rows = vec![
+        row("c1", "wan", "sel", 1, 1.0),
+        row("c1", "wan", "copa", 1, 0.4),
+        row("c1", "wan", "sel", 2, 0.0),
+        row("c1", "wan", "copa", 2, 0.5),
+        row("c2", "dcn", "sel", 1, 2.0),
+        row("c2", "dcn", "copa", 1, 2.5),
+        row("c3", "dcn", "sel", 1, 3.0),
+        row("c3", "dcn", "copa", 1, 2.0),
+    ];
+    let swaps = [
+        // c1 seed 1: the kind's move, then a watch's: the run counts for the kind.
+        swap("c1", 1, 1.6, "copa", "bbr"),
+        swap("c1", 1, 9.0, "bbr", "arc"),
+        // c1 seed 2: the models'.
+        swap("c1", 2, 1.6, "copa", "cubic"),
+        // c2: a watch's, asked for before the swap (an earlier stay is not it).
+        swap("c2", 1, 5.0, "copa", "arc"),
+        // c3: no decision explains it.
+        swap("c3", 1, 2.0, "copa", "reno"),
+    ];
+    let decisions = [
+        decision("c1", 1, 1.5, "bbr", "kind"),
+        decision("c1", 1, 8.9, "arc", "watch"),
+        decision("c1", 2, 1.5, "cubic", "models"),
+        decision("c2", 1, 1.5, "copa", "models"),
+        decision("c2", 1, 4.9, "arc", "watch"),
+        // Asked for after the swap: not its reason.
+        decision("c3", 1, 2.5, "reno", "rule"),
+    ];
+    let md = choices::moves_by_part_table(&swaps, &decisions, &rows).expect("runs moved");
+    let lines: Vec<&str> = md.lines().skip(2).collect();
+    assert_eq!(
+        lines,
+        [
+            "| dcn | `sel` | - | 1 | +1.000 | 1 / 0 |",
+            "| dcn | `sel` | watch | 1 | -0.500 | 0 / 1 |",
+            "| wan | `sel` | kind | 1 | +0.600 | 1 / 0 |",
+            "| wan | `sel` | models | 1 | -0.500 | 0 / 1 |",
+            "| all | `sel` | - | 1 | +1.000 | 1 / 0 |",
+            "| all | `sel` | kind | 1 | +0.600 | 1 / 0 |",
+            "| all | `sel` | models | 1 | -0.500 | 0 / 1 |",
+            "| all | `sel` | watch | 1 | -0.500 | 0 / 1 |",
+        ],
+        "{md}"
+    );
+    // Without moves, or without the start run alone, no table.
+    assert_eq!(
+        choices::moves_by_part_table(&[swap("c1", 1, 3.0, "copa", "copa")], &decisions, &rows),
+        None
+    );
+    assert_eq!(
+        choices::moves_by_part_table(&[swap("c1", 1, 3.0, "vegas", "copa")], &decisions, &rows),
+        None
+    );
+}

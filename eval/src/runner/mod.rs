@@ -793,6 +793,7 @@ fn decision_rows(
         if keep {
             rows.push(DecisionRow::explaining(
                 event_row(e, &names, scenario, cond, job),
+                x.by,
                 joined(&x.features),
                 named(&x.scores),
             ));

@@ -332,6 +332,7 @@ impl SelectionPolicy for AntelopePolicy {
     /// for a trace nobody reads).
     fn explain(&self) -> Option<Explanation> {
         self.previous.map(|features| Explanation {
+            by: self.name(),
             features: features.to_vec(),
             scores: self.scores.clone(),
         })

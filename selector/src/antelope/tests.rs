@@ -226,6 +226,7 @@ fn the_policy_holds_within_a_unit_decides_at_its_end_and_learns_the_prefix() {
     let e = p.explain().unwrap();
     assert_eq!(e.features.len(), 7);
     assert_eq!(e.scores.len(), 3);
+    assert_eq!(e.by, "antelope", "a policy of one part names itself");
     // The next unit leaves a sample: unit-0 features, the candidate that ran unit 1.
     assert_eq!(decide(&mut p, 150_000, 150_000, 25, 1), Decision::Stay);
     let s = antelope.samples();

@@ -499,6 +499,66 @@ impl Probe {
             stage: None,
             features: Vec::new(),
             scores: Vec::new(),
+            by: Part::Models,
+        }
+    }
+}
+
+/// The part of the probe policy that made a flow's latest decision: `decisions.csv`'s `by`
+/// column and [`Explanation::by`], so a run can say what each part's moves earned
+/// (`ccp-eval`'s `selector.md`, "What each part's moves earned").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The probe's models at its end (the default, also when they keep the start).
+    Models,
+    /// The competitors' kind at the probe's end ([`kind`]).
+    Kind,
+    /// A rule's box at the probe's end ([`rule`]).
+    Rule,
+    /// A mode's start-up hand-over ([`Handover`]).
+    Handover,
+    /// A forced run's switch (training data, [`ProbeChoice::Force`]).
+    Forced,
+    /// The trial of a proposed switch ([`trial`]).
+    Trial,
+    /// A watch that fired after the choice ([`watch`]).
+    Watch,
+    /// The later models, at the end of their window.
+    LaterModels,
+    /// The second look at the competitors' kind.
+    LaterKind,
+    /// The policy the flow handed over to ([`delegate`]).
+    Delegate,
+}
+
+impl Part {
+    /// Every part, in the order above.
+    pub const ALL: [Part; 10] = [
+        Part::Models,
+        Part::Kind,
+        Part::Rule,
+        Part::Handover,
+        Part::Forced,
+        Part::Trial,
+        Part::Watch,
+        Part::LaterModels,
+        Part::LaterKind,
+        Part::Delegate,
+    ];
+
+    /// The name `decisions.csv` writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::Models => "models",
+            Part::Kind => "kind",
+            Part::Rule => "rule",
+            Part::Handover => "handover",
+            Part::Forced => "forced",
+            Part::Trial => "trial",
+            Part::Watch => "watch",
+            Part::LaterModels => "later-models",
+            Part::LaterKind => "later-kind",
+            Part::Delegate => "delegate",
         }
     }
 }
@@ -537,6 +597,8 @@ pub struct ProbePolicy {
     stage: Option<trial::Stage>,
     features: Vec<f64>,
     scores: Vec<f64>,
+    /// The part that made the latest decision.
+    by: Part,
 }
 
 impl ProbePolicy {
@@ -548,6 +610,11 @@ impl ProbePolicy {
     /// The candidate chosen for good (`None` while probing or trying a switch).
     pub fn chosen(&self) -> Option<usize> {
         self.chosen
+    }
+
+    /// The part of the policy that made the flow's latest decision.
+    pub fn decided_by(&self) -> Part {
+        self.by
     }
 
     /// Whether the flow started on its destination's verdict without a probe ([`memory`]).
@@ -673,6 +740,7 @@ impl ProbePolicy {
         let c = match (by_kind, &models) {
             (Some(to), _) => {
                 self.features = x.to_vec();
+                self.by = Part::LaterKind;
                 to
             }
             (None, Some(m)) => self.choose_with(Some(m), &x, chosen, f.now_us).0,
@@ -704,6 +772,7 @@ impl ProbePolicy {
             return chosen;
         };
         self.afresh_to = afresh.then_some((target, fresh_floor));
+        self.by = Part::Watch;
         if from_choice {
             self.chosen = Some(target);
         } else {
@@ -739,6 +808,11 @@ impl ProbePolicy {
         self.features = x.to_vec();
         let at_probe_end = models.is_none();
         let deferring = at_probe_end && self.defers();
+        self.by = if at_probe_end {
+            Part::Models
+        } else {
+            Part::LaterModels
+        };
         match &self.choice {
             ProbeChoice::Predict {
                 models: own,
@@ -751,6 +825,7 @@ impl ProbePolicy {
                 let models = models.unwrap_or(own);
                 models.predict(self.mode, &self.names, x, &mut self.scores);
                 if let Some(then) = self.forced {
+                    self.by = Part::Handover;
                     return (then, 0.0);
                 }
                 // The competitors' kind decides first at the probe's end (not tried: infinite
@@ -762,6 +837,7 @@ impl ProbePolicy {
                     && let Some(to) = self.names.iter().position(|n| *n == to)
                     && to != current
                 {
+                    self.by = Part::Kind;
                     return (to, f64::INFINITY);
                 }
                 // A rule's box decides before the models at the probe's end (and is not
@@ -776,6 +852,7 @@ impl ProbePolicy {
                         }
                     })
                 {
+                    self.by = Part::Rule;
                     return if to == current {
                         (current, 0.0)
                     } else {
@@ -819,6 +896,7 @@ impl ProbePolicy {
                 }
             }
             ProbeChoice::Force { sink, .. } => {
+                self.by = Part::Forced;
                 sink.lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .push(ProbeRecord {
@@ -864,6 +942,7 @@ impl SelectionPolicy for ProbePolicy {
                 min_rtt_us: self.stats.min_rtt_us(),
             };
             let step = stage.step(&flow, f.current, f.measurement, f.now_us);
+            self.by = Part::Trial;
             match step {
                 trial::Step::Run(c) => c,
                 trial::Step::Done(c) => {
@@ -887,6 +966,7 @@ impl SelectionPolicy for ProbePolicy {
             if let Some(d) = self.delegate.as_mut() {
                 if d.take_over(&x) {
                     self.chosen = Some(f.current);
+                    self.by = Part::Delegate;
                     return d.decide(f);
                 }
                 self.delegate = None;
@@ -947,6 +1027,7 @@ impl SelectionPolicy for ProbePolicy {
     fn explain(&self) -> Option<Explanation> {
         // A flow started from memory has no probe to explain.
         (!self.remembered && (self.chosen.is_some() || self.stage.is_some())).then(|| Explanation {
+            by: self.by.as_str(),
             features: self.features.clone(),
             scores: self.scores.clone(),
         })

@@ -192,6 +192,7 @@ impl SelectionPolicy for TcpRlPolicy {
 
     fn explain(&self) -> Option<Explanation> {
         self.last.as_ref().map(|(obs, _)| Explanation {
+            by: self.name(),
             features: obs.iter().map(|v| f64::from(*v)).collect(),
             scores: self.probs.iter().map(|v| f64::from(*v)).collect(),
         })

@@ -155,6 +155,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
     let e = p.explain().unwrap();
     assert_eq!(e.features.len(), N_FEATURES);
     assert_eq!(e.scores.len(), NAMES.len());
+    assert_eq!((e.by, p.decided_by()), ("models", Part::Models));
 
     // A steady path: every predicted gain is negative, the flow stays.
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
@@ -225,6 +226,7 @@ fn a_forced_flow_records_its_probe_and_switches_to_its_target() {
     let d = run(&mut p, &mut current, 30, 0.0);
     assert_eq!(d[20], Decision::SwitchTo(2));
     assert_eq!(current, 2);
+    assert_eq!(p.decided_by(), Part::Forced);
     let recs = sink.lock().unwrap().clone();
     assert_eq!(recs.len(), 1);
     assert_eq!(recs[0].sock_id, 7);
@@ -301,6 +303,7 @@ fn a_handover_starts_a_flow_on_its_start_and_moves_it_at_the_probes_end() {
         p.explain().unwrap().scores[1] < -0.3,
         "the models still score"
     );
+    assert_eq!(p.explain().unwrap().by, "handover");
 
     // Default-mode flows are not the hand-over's: the models' start, the models' choice.
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
@@ -376,9 +379,9 @@ fn ruled(rules: &[&str]) -> Arc<Probe> {
 fn a_rule_whose_box_holds_the_flow_decides_before_the_models() {
     // The variable path on which the models move a flow to Copa (+0.3 predicted); its queue
     // drains (`rtt_ratio_drained` 1.0).
-    for (rules, to) in [
-        (vec!["vegas:rtt_ratio_drained=..1.5"], Some(2)),
-        (vec!["vegas:rtt_ratio_drained=2.."], Some(1)),
+    for (rules, to, by) in [
+        (vec!["vegas:rtt_ratio_drained=..1.5"], Some(2), "rule"),
+        (vec!["vegas:rtt_ratio_drained=2.."], Some(1), "models"),
         // The first rule that holds decides.
         (
             vec![
@@ -386,18 +389,20 @@ fn a_rule_whose_box_holds_the_flow_decides_before_the_models() {
                 "vegas:rate_cv=0.2..,rtt_ratio_drained=..1.5",
             ],
             Some(2),
+            "rule",
         ),
         // A rule on the start candidate keeps the flow there, as does `start`.
-        (vec!["bbr:rtt_ratio_drained=..1.5"], None),
+        (vec!["bbr:rtt_ratio_drained=..1.5"], None, "rule"),
         (
             vec![
                 "start:rtt_ratio_drained=..1.5",
                 "vegas:rtt_ratio_drained=..1.5",
             ],
             None,
+            "rule",
         ),
         // A rule on a candidate the selector does not have is passed over.
-        (vec!["arc:rtt_ratio_drained=..1.5"], Some(1)),
+        (vec!["arc:rtt_ratio_drained=..1.5"], Some(1), "models"),
     ] {
         let probe = ruled(&rules);
         let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
@@ -411,6 +416,8 @@ fn a_rule_whose_box_holds_the_flow_decides_before_the_models() {
         assert_eq!(current, to.unwrap_or(0), "{rules:?}");
         let e = p.explain().unwrap();
         assert!(e.scores[1] > 0.2, "the models still score: {:?}", e.scores);
+        // A rule that holds decided; else the models.
+        assert_eq!(e.by, by, "{rules:?}");
     }
     // Rules are for default-mode flows: a delay-sensitive flow keeps its start.
     let probe = ruled(&["vegas:rtt_ratio_drained=..1.5"]);
@@ -584,6 +591,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
     assert_eq!(p.chosen(), Some(0));
     assert_eq!(current, 0);
     assert!(d[d.len() - 10..].iter().all(|d| *d == Decision::Stay));
+    assert_eq!(p.decided_by(), Part::Trial);
 
     // A proposal predicted to gain more than `confident_gain` is kept without a trial.
     let sure = Probe::new(
@@ -666,6 +674,9 @@ fn the_competitors_kind_decides_before_the_rules_and_the_models() {
             None => assert!(switches.is_empty(), "{d:?}"),
         }
         assert_eq!(current, to.unwrap_or(0));
+        // The kind decided; unflagged, the rule did.
+        let by = if to.is_some() { Part::Kind } else { Part::Rule };
+        assert_eq!(p.decided_by(), by);
         // The kind is for default-mode flows: a delay-sensitive flow is not moved by it.
         let mut p = probe.policy(&to_port(5001));
         let mut current = p.initial();
@@ -711,6 +722,7 @@ fn a_second_look_at_the_kind_moves_a_flow_that_kept_its_start() {
                 // 2 s at 50 ms from the first report: the 41st report.
                 assert_eq!(d[40], Decision::SwitchTo(c), "{d:?}");
                 assert_eq!(p.chosen(), Some(c));
+                assert_eq!(p.explain().unwrap().by, "later-kind");
             }
             None => assert!(switches(&d).is_empty(), "{d:?}"),
         }

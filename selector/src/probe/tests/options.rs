@@ -74,9 +74,10 @@ fn a_flow_past_the_gate_hands_every_later_decision_to_the_delegate() {
         "every report once, until its swaps were made"
     );
     assert_eq!(p.hysteresis(), Some(crate::HysteresisConfig::none()));
-    assert!(
-        p.explain().is_some(),
-        "the probe's scores are still explained"
+    assert_eq!(
+        p.explain().map(|e| e.by),
+        Some("delegate"),
+        "the probe's scores are still explained, as the delegate's decisions"
     );
     let (probe, _) = delegating("40:1.1:0", 5);
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));

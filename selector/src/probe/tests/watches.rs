@@ -92,6 +92,7 @@ fn the_watch_moves_a_flow_that_stayed_once_a_queue_never_drains() {
     // report 21 and needs 3 s of it without a drained sample: report 101 (5.05 s).
     assert_eq!(feed_queue(&mut p, 0), Some((101, 1, true)));
     assert_eq!(p.chosen(), Some(1));
+    assert_eq!(p.explain().unwrap().by, "watch");
     assert!(!p.afresh(2), "only the watch's own move is made afresh");
     assert!(
         !p.afresh_floor(1),
@@ -230,6 +231,7 @@ fn default_mode_flows_choose_with_the_later_models_at_their_window() {
         p.explain().unwrap().scores[2] > 0.2,
         "explained by the later models"
     );
+    assert_eq!(p.decided_by(), Part::LaterModels);
 
     // Without later models the flow keeps its start.
     let probe = looking_later(None, HashMap::new());
