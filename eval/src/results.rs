@@ -167,7 +167,9 @@ pub struct DecisionRow {
     /// Candidate the decision asked for (`from` when it stays).
     pub to: String,
     /// The part of the policy that decided (the probe's: `ccp_selector::probe::Part`, e.g.
-    /// `models`, `kind`, `watch`; a policy of one part names itself).
+    /// `models`, `kind`, `watch`; a policy of one part names itself; empty in a file written
+    /// before the column was).
+    #[serde(default)]
     pub by: String,
     /// The policy's features, `;`-separated in the policy's own order (the probe's:
     /// `ccp_selector::probe::FEATURE_NAMES`).
@@ -241,13 +243,14 @@ pub enum ResultsError {
 
 /// Columns a file may lack because they were added after such files were first written; they
 /// read as their default (`fallback_s`, `takeovers`, `p95_srtt_ms`, `objective`, `score` of
-/// [`FlowRow`]).
+/// [`FlowRow`]; `by` of [`DecisionRow`]).
 pub const ADDED_COLUMNS: &[&str] = &[
     "fallback_s",
     "takeovers",
     "p95_srtt_ms",
     "objective",
     "score",
+    "by",
 ];
 
 fn reward_objective() -> String {

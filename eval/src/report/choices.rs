@@ -115,7 +115,8 @@ pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
 /// part), as a markdown table: [`moves_table`]'s runs, each counted for the part that asked
 /// for its first move (`decisions.csv`'s `by`: the latest decision of the moved flow asking
 /// for that move, at or before it). A run's later moves count for its first move's part; a
-/// run whose first move no decision explains counts for `-`. `None` when no run with a move
+/// run whose first move no decision explains (or one from before `decisions.csv` named the
+/// part) counts for `-`. `None` when no run with a move
 /// had its start run alone.
 pub fn moves_by_part_table(
     swaps: &[SwapRow],
@@ -137,7 +138,9 @@ pub fn moves_by_part_table(
                     && d.t_s <= first.t_s
             })
             .max_by(|a, b| a.t_s.total_cmp(&b.t_s))
-            .map_or("-", |d| d.by.as_str())
+            .map(|d| d.by.as_str())
+            .filter(|by| !by.is_empty())
+            .unwrap_or("-")
     };
     // (env, scheme, part) -> gains; "all" too, after the environments.
     let mut acc: BTreeMap<(bool, String, &str, &str), Gains> = BTreeMap::new();

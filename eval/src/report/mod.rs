@@ -45,6 +45,7 @@ mod plots;
 pub(crate) mod svg;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -57,7 +58,9 @@ pub use aggregate::{
 };
 
 use crate::outdir;
-use crate::results::{FlowRow, ResultsError, SeriesRow, read_csv, read_rows, write_csv};
+use crate::results::{
+    DecisionRow, FlowRow, ResultsError, SeriesRow, SwapRow, read_csv, read_rows, write_csv,
+};
 
 /// What a report is made from.
 #[derive(Debug, Clone, Copy)]
@@ -155,7 +158,10 @@ pub fn write_report(dir: &Path, input: &ReportInput) -> Result<Summary, ReportEr
 /// one scenario), merges them, clears `out` of the files the harness owns ([`outdir`]; when
 /// `out` is one of `dirs`, a run's selector files stay), writes the merged `results.csv` and
 /// `series.csv` (the latter if any shard had one) and the report into `out`, and returns the
-/// summary.
+/// summary. When the directories hold selector runs (`swaps.csv`, `decisions.csv`) and the
+/// candidates their moves left run alone (e.g. a selector's run beside its singles'),
+/// `report.md` ends with what the moves earned, in all and per part of the policy
+/// ([`choices::moves_table`], [`choices::moves_by_part_table`]).
 ///
 /// Rows with the same (scenario, condition, scheme, seed, flow) — series rows also the same
 /// time — appear once if identical; if they differ, the merge fails naming both files. Merged
@@ -210,6 +216,7 @@ pub fn report_dirs(dirs: &[PathBuf], out: &Path) -> Result<Summary, ReportError>
     }
     let rows: Vec<FlowRow> = rows.into_values().map(|v| v.0).collect();
     let series: Vec<SeriesRow> = series.into_values().map(|v| v.0).collect();
+    let (swaps, decisions) = read_choices(dirs)?;
     std::fs::create_dir_all(out).map_err(io_err(out))?;
     // Everything is read: no file of an earlier report may stay beside this one.
     let same =
@@ -232,14 +239,64 @@ pub fn report_dirs(dirs: &[PathBuf], out: &Path) -> Result<Summary, ReportError>
     } else {
         format!("Scenario {}", scenarios.join(", "))
     };
-    write_report(
+    let summary = write_report(
         out,
         &ReportInput {
             title: &title,
             rows: &rows,
             series: &series,
         },
-    )
+    )?;
+    if let Some(section) = moves_section(&swaps, &decisions, &rows) {
+        let md = out.join("report.md");
+        let mut text = std::fs::read_to_string(&md).map_err(io_err(&md))?;
+        text.push_str(&section);
+        std::fs::write(&md, text).map_err(io_err(&md))?;
+    }
+    Ok(summary)
+}
+
+/// The selector runs' swaps and explained decisions of every directory that has them, each
+/// directory read once (one given twice repeats none of its rows).
+fn read_choices(dirs: &[PathBuf]) -> Result<(Vec<SwapRow>, Vec<DecisionRow>), ReportError> {
+    let mut swaps: Vec<SwapRow> = Vec::new();
+    let mut decisions: Vec<DecisionRow> = Vec::new();
+    let mut read: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let canonical = dir.canonicalize().map_err(io_err(dir))?;
+        if read.contains(&canonical) {
+            continue;
+        }
+        read.push(canonical);
+        let path = dir.join("swaps.csv");
+        if path.is_file() {
+            swaps.extend(read_csv::<SwapRow>(&path)?);
+        }
+        let path = dir.join("decisions.csv");
+        if path.is_file() {
+            decisions.extend(read_csv::<DecisionRow>(&path)?);
+        }
+    }
+    Ok((swaps, decisions))
+}
+
+/// `report.md`'s closing section on what the selectors' moves earned against their start
+/// candidates run alone, when some run moved and its start's run is among the rows.
+fn moves_section(swaps: &[SwapRow], decisions: &[DecisionRow], rows: &[FlowRow]) -> Option<String> {
+    let moves = choices::moves_table(swaps, rows)?;
+    let mut md = format!(
+        "\n## What the selectors' moves earned\n\nRuns in which a selector moved a flow, against \
+         the same condition and seed run alone with the candidate it moved from (the swaps' cost \
+         included; from the directories' `swaps.csv`):\n\n{moves}\n"
+    );
+    if let Some(parts) = choices::moves_by_part_table(swaps, decisions, rows) {
+        let _ = write!(
+            md,
+            "The same runs, each counted for the part of the policy that asked for its first \
+             move (`decisions.csv`'s `by`; `-`: no decision explains it):\n\n{parts}\n"
+        );
+    }
+    Some(md)
 }
 
 /// Bits of a float that order like the float (for non-NaN values), for use in sort keys.

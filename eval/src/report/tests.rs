@@ -528,10 +528,12 @@ fn results_without_the_columns_added_later_still_read() {
     write_csv(&p, &synthetic()[..2]).unwrap();
     let text = std::fs::read_to_string(&p).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    // The flow rows' added columns (`by` is a decision row's).
     let added: Vec<usize> = crate::results::ADDED_COLUMNS
         .iter()
-        .map(|c| header.iter().position(|h| h == c).unwrap())
+        .filter_map(|c| header.iter().position(|h| h == c))
         .collect();
+    assert_eq!(added.len(), crate::results::ADDED_COLUMNS.len() - 1);
     let mut old = String::new();
     for l in text.lines() {
         let cells: Vec<&str> = l
@@ -904,4 +906,105 @@ fn the_parts_table_counts_each_run_for_the_part_that_asked_for_its_first_move() 
         choices::moves_by_part_table(&[swap("c1", 1, 3.0, "vegas", "copa")], &decisions, &rows),
         None
     );
+}
+
+/// `report` over a selector's run and its start's run in separate directories ends
+/// `report.md` with what the moves earned, in all and per part; a directory given twice counts
+/// once; without the start's run there is no such section; a damaged `swaps.csv` is refused,
+/// naming it.
+#[test]
+fn report_dirs_adds_what_the_moves_earned_across_directories() {
+    let singles = tempfile::tempdir().unwrap();
+    let selector = tempfile::tempdir().unwrap();
+    write_csv(
+        &singles.path().join("results.csv"),
+        &[
+            row("c1", "wan", "copa", 1, 0.4),
+            row("c2", "dcn", "copa", 1, 2.5),
+        ],
+    )
+    .unwrap();
+    write_csv(
+        &selector.path().join("results.csv"),
+        &[
+            row("c1", "wan", "sel", 1, 1.0),
+            row("c2", "dcn", "sel", 1, 2.0),
+        ],
+    )
+    .unwrap();
+    let swap = |cond: &str, t_s: f64, to: &str| crate::results::SwapRow {
+        scenario: "synthetic".into(),
+        condition: cond.into(),
+        scheme: "sel".into(),
+        seed: 1,
+        sock_id: 1,
+        t_s,
+        from: "copa".into(),
+        to: to.into(),
+    };
+    write_csv(
+        &selector.path().join("swaps.csv"),
+        &[swap("c1", 1.6, "bbr"), swap("c2", 1.6, "arc")],
+    )
+    .unwrap();
+    write_csv(
+        &selector.path().join("decisions.csv"),
+        &[crate::results::DecisionRow::explaining(
+            swap("c1", 1.5, "bbr"),
+            "kind",
+            String::new(),
+            String::new(),
+        )],
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let both = [
+        singles.path().to_path_buf(),
+        selector.path().to_path_buf(),
+        selector.path().to_path_buf(),
+    ];
+    report_dirs(&both, out.path()).unwrap();
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    let section = md
+        .split("## What the selectors' moves earned")
+        .nth(1)
+        .expect("the section");
+    for line in [
+        "| all | `sel` | 2 | +0.050 | 1 / 1 |",
+        "| wan | `sel` | kind | 1 | +0.600 | 1 / 0 |",
+        "| dcn | `sel` | - | 1 | -0.500 | 0 / 1 |",
+    ] {
+        assert!(section.contains(line), "{line} in {section}");
+    }
+    // A decisions.csv from before the `by` column reads, its moves counted for `-`.
+    let d = selector.path().join("decisions.csv");
+    let text = std::fs::read_to_string(&d).unwrap();
+    let old: String = text
+        .lines()
+        .map(|l| {
+            let mut c: Vec<&str> = l.split(',').collect();
+            c.remove(8);
+            c.join(",") + "\n"
+        })
+        .collect();
+    assert!(old.starts_with("scenario,") && !old.contains("by"), "{old}");
+    std::fs::write(&d, old).unwrap();
+    report_dirs(&both, out.path()).unwrap();
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("| wan | `sel` | - | 1 | +0.600 | 1 / 0 |"),
+        "{md}"
+    );
+    // The selector's run alone: no start to compare with, no section.
+    report_dirs(&both[1..], out.path()).unwrap();
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(!md.contains("moves earned"), "{md}");
+    // A damaged swaps.csv is named.
+    std::fs::write(
+        selector.path().join("swaps.csv"),
+        "scenario,condition\nx,y\n",
+    )
+    .unwrap();
+    let err = report_dirs(&both, out.path()).unwrap_err().to_string();
+    assert!(err.contains("swaps.csv"), "{err}");
 }
