@@ -740,6 +740,20 @@ fn headroom_section_and_cdf_are_written() {
     assert!(json.contains("\"best_single\": \"b\""));
 }
 
+/// A swap of scheme `sel`'s flow 1 in the synthetic scenario.
+fn swap_row(cond: &str, seed: u64, t_s: f64, from: &str, to: &str) -> crate::results::SwapRow {
+    crate::results::SwapRow {
+        scenario: "synthetic".into(),
+        condition: cond.into(),
+        scheme: "sel".into(),
+        seed,
+        sock_id: 1,
+        t_s,
+        from: from.into(),
+        to: to.into(),
+    }
+}
+
 #[test]
 fn the_moves_per_flow_table_counts_moves_apart_from_re_seats() {
     let swap =
@@ -786,16 +800,7 @@ fn the_moves_per_flow_table_counts_moves_apart_from_re_seats() {
 
 #[test]
 fn the_moves_table_compares_runs_with_a_move_to_their_start_alone() {
-    let swap = |cond: &str, seed: u64, t_s: f64, from: &str, to: &str| crate::results::SwapRow {
-        scenario: "synthetic".into(),
-        condition: cond.into(),
-        scheme: "sel".into(),
-        seed,
-        sock_id: 1,
-        t_s,
-        from: from.into(),
-        to: to.into(),
-    };
+    let swap = swap_row;
     let rows = vec![
         row("c1", "wan", "sel", 1, 1.0),
         row("c1", "wan", "copa", 1, 0.4),
@@ -833,16 +838,7 @@ fn the_moves_table_compares_runs_with_a_move_to_their_start_alone() {
 
 #[test]
 fn the_parts_table_counts_each_run_for_the_part_that_asked_for_its_first_move() {
-    let swap = |cond: &str, seed: u64, t_s: f64, from: &str, to: &str| crate::results::SwapRow {
-        scenario: "synthetic".into(),
-        condition: cond.into(),
-        scheme: "sel".into(),
-        seed,
-        sock_id: 1,
-        t_s,
-        from: from.into(),
-        to: to.into(),
-    };
+    let swap = swap_row;
     let decision = |cond: &str, seed: u64, t_s: f64, to: &str, by: &str| {
         crate::results::DecisionRow::explaining(
             swap(cond, seed, t_s, "copa", to),
@@ -932,16 +928,7 @@ fn report_dirs_adds_what_the_moves_earned_across_directories() {
         ],
     )
     .unwrap();
-    let swap = |cond: &str, t_s: f64, to: &str| crate::results::SwapRow {
-        scenario: "synthetic".into(),
-        condition: cond.into(),
-        scheme: "sel".into(),
-        seed: 1,
-        sock_id: 1,
-        t_s,
-        from: "copa".into(),
-        to: to.into(),
-    };
+    let swap = |cond: &str, t_s: f64, to: &str| swap_row(cond, 1, t_s, "copa", to);
     write_csv(
         &selector.path().join("swaps.csv"),
         &[swap("c1", 1.6, "bbr"), swap("c2", 1.6, "arc")],
