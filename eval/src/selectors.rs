@@ -364,6 +364,9 @@ impl SelectionPolicy for Recorded {
     fn explain(&self) -> Option<ccp_selector::Explanation> {
         self.inner.explain()
     }
+    fn decided_by(&self) -> Option<&'static str> {
+        self.inner.decided_by()
+    }
     fn afresh(&self, to: usize) -> bool {
         self.inner.afresh(to)
     }

@@ -111,6 +111,12 @@ pub trait SelectionPolicy: Send {
     fn explain(&self) -> Option<Explanation> {
         None
     }
+    /// The part of the policy behind its last decision ([`Explanation::by`]), if it explains
+    /// itself: what the selector logs with each swap. A policy may answer without building the
+    /// whole explanation.
+    fn decided_by(&self) -> Option<&'static str> {
+        self.explain().map(|e| e.by)
+    }
     /// Whether a swap to `to` hands over as if the flow were still in its first slow start,
     /// so the incoming candidate probes for bandwidth afresh instead of continuing from the
     /// outgoing one's rate (window, pacing and RTT state are still carried over).

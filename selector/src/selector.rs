@@ -533,6 +533,7 @@ impl<I: Ipc> SelectorFlow<I> {
             sock = self.sock_id,
             from = self.names.get(from).copied().unwrap_or("?"),
             to = self.names.get(to).copied().unwrap_or("?"),
+            by = self.policy.decided_by().unwrap_or("-"),
             cwnd_bytes = handoff.cwnd_bytes,
             installed_cwnd_bytes,
             srtt_us = handoff.srtt_us,

@@ -504,9 +504,10 @@ impl Probe {
     }
 }
 
-/// The part of the probe policy that made a flow's latest decision: `decisions.csv`'s `by`
-/// column and [`Explanation::by`], so a run can say what each part's moves earned
-/// (`ccp-eval`'s `selector.md`, "What each part's moves earned").
+/// The part of the probe policy that made a flow's latest decision: [`Explanation::by`], the
+/// `by` of the selector's swap log line (`ccp-agent` logs each swap) and of `ccp-eval`'s
+/// `decisions.csv`, so a run can say what each part's moves earned (`selector.md`, "What each
+/// part's moves earned").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
     /// The probe's models at its end (the default, also when they keep the start).
@@ -613,8 +614,14 @@ impl ProbePolicy {
     }
 
     /// The part of the policy that made the flow's latest decision.
-    pub fn decided_by(&self) -> Part {
+    pub fn part(&self) -> Part {
         self.by
+    }
+
+    /// Whether the flow has a decision to explain: its probe ended (a flow started from
+    /// memory has no probe to explain).
+    fn explains(&self) -> bool {
+        !self.remembered && (self.chosen.is_some() || self.stage.is_some())
     }
 
     /// Whether the flow started on its destination's verdict without a probe ([`memory`]).
@@ -1024,9 +1031,12 @@ impl SelectionPolicy for ProbePolicy {
         }
     }
 
+    fn decided_by(&self) -> Option<&'static str> {
+        self.explains().then_some(self.by.as_str())
+    }
+
     fn explain(&self) -> Option<Explanation> {
-        // A flow started from memory has no probe to explain.
-        (!self.remembered && (self.chosen.is_some() || self.stage.is_some())).then(|| Explanation {
+        self.explains().then(|| Explanation {
             by: self.by.as_str(),
             features: self.features.clone(),
             scores: self.scores.clone(),

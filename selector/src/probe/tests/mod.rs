@@ -155,7 +155,7 @@ fn a_flow_holds_through_its_probe_then_chooses_once() {
     let e = p.explain().unwrap();
     assert_eq!(e.features.len(), N_FEATURES);
     assert_eq!(e.scores.len(), NAMES.len());
-    assert_eq!((e.by, p.decided_by()), ("models", Part::Models));
+    assert_eq!((e.by, p.part()), ("models", Part::Models));
 
     // A steady path: every predicted gain is negative, the flow stays.
     let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
@@ -226,7 +226,7 @@ fn a_forced_flow_records_its_probe_and_switches_to_its_target() {
     let d = run(&mut p, &mut current, 30, 0.0);
     assert_eq!(d[20], Decision::SwitchTo(2));
     assert_eq!(current, 2);
-    assert_eq!(p.decided_by(), Part::Forced);
+    assert_eq!(p.part(), Part::Forced);
     let recs = sink.lock().unwrap().clone();
     assert_eq!(recs.len(), 1);
     assert_eq!(recs[0].sock_id, 7);
@@ -591,7 +591,7 @@ fn a_trial_keeps_a_switch_that_measures_better_and_undoes_one_that_does_not() {
     assert_eq!(p.chosen(), Some(0));
     assert_eq!(current, 0);
     assert!(d[d.len() - 10..].iter().all(|d| *d == Decision::Stay));
-    assert_eq!(p.decided_by(), Part::Trial);
+    assert_eq!(p.part(), Part::Trial);
 
     // A proposal predicted to gain more than `confident_gain` is kept without a trial.
     let sure = Probe::new(
@@ -676,7 +676,7 @@ fn the_competitors_kind_decides_before_the_rules_and_the_models() {
         assert_eq!(current, to.unwrap_or(0));
         // The kind decided; unflagged, the rule did.
         let by = if to.is_some() { Part::Kind } else { Part::Rule };
-        assert_eq!(p.decided_by(), by);
+        assert_eq!(p.part(), by);
         // The kind is for default-mode flows: a delay-sensitive flow is not moved by it.
         let mut p = probe.policy(&to_port(5001));
         let mut current = p.initial();

@@ -231,7 +231,7 @@ fn default_mode_flows_choose_with_the_later_models_at_their_window() {
         p.explain().unwrap().scores[2] > 0.2,
         "explained by the later models"
     );
-    assert_eq!(p.decided_by(), Part::LaterModels);
+    assert_eq!(p.part(), Part::LaterModels);
 
     // Without later models the flow keeps its start.
     let probe = looking_later(None, HashMap::new());
