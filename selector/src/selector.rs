@@ -27,6 +27,9 @@ pub enum EventKind {
     },
     /// An actual swap.
     Swap {
+        /// The part of the policy that asked for it ([`SelectionPolicy::decided_by`]; `None`
+        /// for a policy that does not explain itself), also in the swap's log line.
+        by: Option<&'static str>,
         /// Window handed over, bytes.
         cwnd_bytes: u32,
         /// The `Cwnd` sent in the CHANGE_PROG, bytes.
@@ -529,11 +532,12 @@ impl<I: Ipc> SelectorFlow<I> {
             return;
         };
         self.log.swaps.fetch_add(1, Ordering::Relaxed);
+        let by = self.policy.decided_by();
         tracing::info!(
             sock = self.sock_id,
             from = self.names.get(from).copied().unwrap_or("?"),
             to = self.names.get(to).copied().unwrap_or("?"),
-            by = self.policy.decided_by().unwrap_or("-"),
+            by = by.unwrap_or("-"),
             cwnd_bytes = handoff.cwnd_bytes,
             installed_cwnd_bytes,
             srtt_us = handoff.srtt_us,
@@ -545,6 +549,7 @@ impl<I: Ipc> SelectorFlow<I> {
             from,
             to,
             kind: EventKind::Swap {
+                by,
                 cwnd_bytes: handoff.cwnd_bytes,
                 installed_cwnd_bytes,
                 installed_rate,
