@@ -48,6 +48,7 @@ pub mod features;
 pub mod kind;
 pub mod memory;
 pub mod model;
+mod part;
 pub mod rule;
 pub mod trial;
 pub mod watch;
@@ -62,6 +63,7 @@ pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
 pub use kind::{KindModel, KindSample};
 pub use memory::{Groups, Memory};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
+pub use part::Part;
 pub use rule::{FeatureRange, ProbeRule};
 pub use trial::{Trial, WindowScore};
 pub use watch::{Watch, Watcher};
@@ -500,66 +502,6 @@ impl Probe {
             features: Vec::new(),
             scores: Vec::new(),
             by: Part::Models,
-        }
-    }
-}
-
-/// The part of the probe policy that made a flow's latest decision: [`Explanation::by`], the
-/// `by` of the selector's swap log line (`ccp-agent` logs each swap) and of `ccp-eval`'s
-/// `decisions.csv`, so a run can say what each part's moves earned (`selector.md`, "What each
-/// part's moves earned").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
-    /// The probe's models at its end (the default, also when they keep the start).
-    Models,
-    /// The competitors' kind at the probe's end ([`kind`]).
-    Kind,
-    /// A rule's box at the probe's end ([`rule`]).
-    Rule,
-    /// A mode's start-up hand-over ([`Handover`]).
-    Handover,
-    /// A forced run's switch (training data, [`ProbeChoice::Force`]).
-    Forced,
-    /// The trial of a proposed switch ([`trial`]).
-    Trial,
-    /// A watch that fired after the choice ([`watch`]).
-    Watch,
-    /// The later models, at the end of their window.
-    LaterModels,
-    /// The second look at the competitors' kind.
-    LaterKind,
-    /// The policy the flow handed over to ([`delegate`]).
-    Delegate,
-}
-
-impl Part {
-    /// Every part, in the order above.
-    pub const ALL: [Part; 10] = [
-        Part::Models,
-        Part::Kind,
-        Part::Rule,
-        Part::Handover,
-        Part::Forced,
-        Part::Trial,
-        Part::Watch,
-        Part::LaterModels,
-        Part::LaterKind,
-        Part::Delegate,
-    ];
-
-    /// The name `decisions.csv` writes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Part::Models => "models",
-            Part::Kind => "kind",
-            Part::Rule => "rule",
-            Part::Handover => "handover",
-            Part::Forced => "forced",
-            Part::Trial => "trial",
-            Part::Watch => "watch",
-            Part::LaterModels => "later-models",
-            Part::LaterKind => "later-kind",
-            Part::Delegate => "delegate",
         }
     }
 }
