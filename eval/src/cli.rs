@@ -772,13 +772,8 @@ fn write_choices(
              cost included):\n\n{moves}\n"
         );
     }
-    if let Some(parts) = choices::moves_by_part_table(swaps, decisions, rows) {
-        let _ = write!(
-            md,
-            "## What each part's moves earned\n\nThe same runs, each counted for the part of \
-             the policy that asked for its first move (`decisions.csv`'s `by`; `-`: no decision \
-             explains it):\n\n{parts}\n"
-        );
+    if let Some(parts) = choices::moves_by_part_paragraph(swaps, decisions, rows) {
+        let _ = write!(md, "## What each part's moves earned\n\n{parts}");
     }
     let plots = out.join("plots");
     std::fs::create_dir_all(&plots).map_err(|e| format!("{}: {e}", plots.display()))?;

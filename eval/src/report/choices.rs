@@ -123,22 +123,36 @@ pub fn moves_by_part_table(
     decisions: &[DecisionRow],
     rows: &[FlowRow],
 ) -> Option<String> {
-    let part = |first: &SwapRow| {
-        decisions
-            .iter()
-            .filter(|d| {
-                (d.condition.as_str(), d.scheme.as_str(), d.seed, d.sock_id)
-                    == (
-                        first.condition.as_str(),
-                        first.scheme.as_str(),
-                        first.seed,
-                        first.sock_id,
-                    )
-                    && (d.from.as_str(), d.to.as_str()) == (first.from.as_str(), first.to.as_str())
-                    && d.t_s <= first.t_s
+    // The decisions asking for a switch, per (run, flow, from, to): (time, part).
+    type Ask<'a> = (&'a str, &'a str, u64, u32, &'a str, &'a str);
+    let mut asks: BTreeMap<Ask<'_>, Vec<(f64, &str)>> = BTreeMap::new();
+    for d in decisions.iter().filter(|d| d.from != d.to) {
+        let key = (
+            d.condition.as_str(),
+            d.scheme.as_str(),
+            d.seed,
+            d.sock_id,
+            d.from.as_str(),
+            d.to.as_str(),
+        );
+        asks.entry(key).or_default().push((d.t_s, d.by.as_str()));
+    }
+    let part = |s: &SwapRow| {
+        let key = (
+            s.condition.as_str(),
+            s.scheme.as_str(),
+            s.seed,
+            s.sock_id,
+            s.from.as_str(),
+            s.to.as_str(),
+        );
+        asks.get(&key)
+            .and_then(|v| {
+                v.iter()
+                    .filter(|(t, _)| *t <= s.t_s)
+                    .max_by(|a, b| a.0.total_cmp(&b.0))
             })
-            .max_by(|a, b| a.t_s.total_cmp(&b.t_s))
-            .map(|d| d.by.as_str())
+            .map(|(_, by)| *by)
             .filter(|by| !by.is_empty())
             .unwrap_or("-")
     };
@@ -162,6 +176,21 @@ pub fn moves_by_part_table(
         let _ = writeln!(md, "| {env} | `{scheme}` | {by} | {} |", g.cells());
     }
     Some(md)
+}
+
+/// [`moves_by_part_table`] under the sentence that says what it counts, for `selector.md` and a
+/// merged `report.md`; `None` as for the table.
+pub fn moves_by_part_paragraph(
+    swaps: &[SwapRow],
+    decisions: &[DecisionRow],
+    rows: &[FlowRow],
+) -> Option<String> {
+    moves_by_part_table(swaps, decisions, rows).map(|parts| {
+        format!(
+            "The same runs, each counted for the part of the policy that asked for its first \
+             move (`decisions.csv`'s `by`; `-`: no decision explains it):\n\n{parts}\n"
+        )
+    })
 }
 
 /// The sum of a set of runs' gains, how many, and how many gained and lost.

@@ -45,7 +45,6 @@ mod plots;
 pub(crate) mod svg;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -134,6 +133,15 @@ type SeriesKey = (String, String, String, u64, usize, u64);
 /// Writes `summary.json`, `report.md` and `plots/*.svg` into `dir` (created if missing) and
 /// returns the summary.
 pub fn write_report(dir: &Path, input: &ReportInput) -> Result<Summary, ReportError> {
+    write_report_ending(dir, input, "")
+}
+
+/// [`write_report`] with `ending` after the rest of `report.md`.
+fn write_report_ending(
+    dir: &Path,
+    input: &ReportInput,
+    ending: &str,
+) -> Result<Summary, ReportError> {
     let plot_dir = dir.join("plots");
     std::fs::create_dir_all(&plot_dir).map_err(io_err(&plot_dir))?;
     let summary = summarize(input.title, input.rows);
@@ -143,7 +151,9 @@ pub fn write_report(dir: &Path, input: &ReportInput) -> Result<Summary, ReportEr
         std::fs::write(&path, &p.svg).map_err(io_err(&path))?;
     }
     let md = dir.join("report.md");
-    std::fs::write(&md, markdown::render(&summary, &plots)).map_err(io_err(&md))?;
+    let mut text = markdown::render(&summary, &plots);
+    text.push_str(ending);
+    std::fs::write(&md, text).map_err(io_err(&md))?;
     let json_path = dir.join("summary.json");
     let mut json = serde_json::to_string_pretty(&summary).map_err(|source| ReportError::Json {
         path: json_path.clone(),
@@ -239,21 +249,15 @@ pub fn report_dirs(dirs: &[PathBuf], out: &Path) -> Result<Summary, ReportError>
     } else {
         format!("Scenario {}", scenarios.join(", "))
     };
-    let summary = write_report(
+    write_report_ending(
         out,
         &ReportInput {
             title: &title,
             rows: &rows,
             series: &series,
         },
-    )?;
-    if let Some(section) = moves_section(&swaps, &decisions, &rows) {
-        let md = out.join("report.md");
-        let mut text = std::fs::read_to_string(&md).map_err(io_err(&md))?;
-        text.push_str(&section);
-        std::fs::write(&md, text).map_err(io_err(&md))?;
-    }
-    Ok(summary)
+        &moves_section(&swaps, &decisions, &rows).unwrap_or_default(),
+    )
 }
 
 /// The selector runs' swaps and explained decisions of every directory that has them, each
@@ -289,12 +293,8 @@ fn moves_section(swaps: &[SwapRow], decisions: &[DecisionRow], rows: &[FlowRow])
          the same condition and seed run alone with the candidate it moved from (the swaps' cost \
          included; from the directories' `swaps.csv`):\n\n{moves}\n"
     );
-    if let Some(parts) = choices::moves_by_part_table(swaps, decisions, rows) {
-        let _ = write!(
-            md,
-            "The same runs, each counted for the part of the policy that asked for its first \
-             move (`decisions.csv`'s `by`; `-`: no decision explains it):\n\n{parts}\n"
-        );
+    if let Some(parts) = choices::moves_by_part_paragraph(swaps, decisions, rows) {
+        md.push_str(&parts);
     }
     Some(md)
 }
