@@ -116,43 +116,27 @@ pub fn moves_table(swaps: &[SwapRow], rows: &[FlowRow]) -> Option<String> {
 /// for its first move (`decisions.csv`'s `by`: the latest decision of the moved flow asking
 /// for that move, at or before it). A run's later moves count for its first move's part; a
 /// run whose first move no decision explains (or one from before `decisions.csv` named the
-/// part) counts for `-`. `None` when no run with a move
-/// had its start run alone.
+/// part) counts for `-`. `None` when no run with a move had its start run alone.
 pub fn moves_by_part_table(
     swaps: &[SwapRow],
     decisions: &[DecisionRow],
     rows: &[FlowRow],
 ) -> Option<String> {
-    // The decisions asking for a switch, per (run, flow, from, to): (time, part).
-    type Ask<'a> = (&'a str, &'a str, u64, u32, &'a str, &'a str);
-    let mut asks: BTreeMap<Ask<'_>, Vec<(f64, &str)>> = BTreeMap::new();
+    // The decisions asking for a switch, per flow: (time, from, to, part).
+    let mut asks: BTreeMap<FlowKey<'_>, Vec<(f64, &str, &str, &str)>> = BTreeMap::new();
     for d in decisions.iter().filter(|d| d.from != d.to) {
-        let key = (
-            d.condition.as_str(),
-            d.scheme.as_str(),
-            d.seed,
-            d.sock_id,
-            d.from.as_str(),
-            d.to.as_str(),
-        );
-        asks.entry(key).or_default().push((d.t_s, d.by.as_str()));
+        asks.entry((d.condition.as_str(), d.scheme.as_str(), d.seed, d.sock_id))
+            .or_default()
+            .push((d.t_s, d.from.as_str(), d.to.as_str(), d.by.as_str()));
     }
     let part = |s: &SwapRow| {
-        let key = (
-            s.condition.as_str(),
-            s.scheme.as_str(),
-            s.seed,
-            s.sock_id,
-            s.from.as_str(),
-            s.to.as_str(),
-        );
-        asks.get(&key)
+        asks.get(&(s.condition.as_str(), s.scheme.as_str(), s.seed, s.sock_id))
             .and_then(|v| {
                 v.iter()
-                    .filter(|(t, _)| *t <= s.t_s)
+                    .filter(|(t, from, to, _)| *t <= s.t_s && (*from, *to) == (&*s.from, &*s.to))
                     .max_by(|a, b| a.0.total_cmp(&b.0))
             })
-            .map(|(_, by)| *by)
+            .map(|(_, _, _, by)| *by)
             .filter(|by| !by.is_empty())
             .unwrap_or("-")
     };
