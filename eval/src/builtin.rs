@@ -70,6 +70,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test7.toml"),
     ),
     (
+        "selection-bench-test8",
+        include_str!("../scenarios/selection-bench-test8.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),

@@ -20,8 +20,9 @@
 //! over a standing queue starts on that move's candidate instead and keeps it, without a
 //! probe or a swap; every fourth flow to it probes anyway ([`memory`]). A box of probe
 //! features ([`rule`]) can decide for a default-mode flow at the probe's end instead of the
-//! models: the deployed one keeps a flow on its start on long paths whose probe lost many
-//! packets ([`default_rules`]). Optionally
+//! models: the deployed ones move a flow whose probe met a variable delay and many losses (an
+//! LTE uplink in a shallow buffer) to ARC, and keep a flow on its start on long paths whose
+//! probe lost many packets ([`default_rules`]). Optionally
 //! ([`trial`], off by default) the flow measures the proposal against its start before
 //! keeping it, and goes back if it measured worse (a second swap); and optionally (`later`
 //! models, off by default) default-mode flows choose once at the end of a longer window with
@@ -64,7 +65,7 @@ pub use kind::{KindModel, KindSample};
 pub use memory::{Groups, Memory};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
 pub use part::Part;
-pub use rule::{FeatureRange, ProbeRule};
+pub use rule::{FeatureRange, ProbeRule, default_rules};
 pub use trial::{Trial, WindowScore};
 pub use watch::{Watch, Watcher};
 
@@ -263,35 +264,6 @@ pub fn default_memory() -> Option<Memory> {
 /// The gates deployed flows pass: none (measured, not deployed: [`QueueGate`]).
 pub fn default_gates() -> Vec<QueueGate> {
     Vec::new()
-}
-
-/// The rules deployed flows follow ([`rule`]): on a long path (a minimum RTT of at least 80
-/// ms) whose probe lost at least 80 packets per thousand, a default-mode flow keeps its start.
-/// There the probe saw its start's slow start overflow the path's own buffer, which says
-/// little about the path: the models' moves out of it (to BBR or ARC, predicted gains of
-/// 0.11-0.28) lost on the validation sets' WAN and changing paths (-0.13 and -0.22 per moved
-/// run), while the moves that pay against competitors on such paths came from probes that lost
-/// next to nothing. Chosen on the three validation sets from their `decisions.csv` (+0.0038 per
-/// condition, 95 % interval +0.0012 to +0.0072, 9 better and 2 worse; 60 or 100 ms: +0.0023 and
-/// +0.0024; 40 or 150 per thousand: +0.0038 and +0.0035); `selection-train` -0.0001;
-/// `tcprl-288` top 3 in 91.7 % of conditions (87.5 % without), mean reward -0.9502 (-0.9603)
-/// (`docs/selector.md`, "Long lossy probes keep their start").
-pub fn default_rules() -> Vec<ProbeRule> {
-    vec![ProbeRule {
-        candidate: rule::START.into(),
-        ranges: vec![
-            FeatureRange {
-                feature: features::MIN_RTT,
-                min: 80.0,
-                max: f64::INFINITY,
-            },
-            FeatureRange {
-                feature: LOSS,
-                min: 80.0,
-                max: f64::INFINITY,
-            },
-        ],
-    }]
 }
 
 /// The `N` colon-separated numbers of `spec` (blanks around each allowed), each finite and at

@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use super::features::{FEATURE_NAMES, N_FEATURES};
+use super::features::{FEATURE_NAMES, LOSS, MIN_RTT, N_FEATURES, RTT_CV};
 
 /// The rule candidate that keeps a flow on its start (the candidate it probed on).
 pub const START: &str = "start";
@@ -143,6 +143,55 @@ impl fmt::Display for ProbeRule {
     }
 }
 
+/// The rules deployed flows follow, the first whose box holds deciding:
+///
+/// 1. **A variable, lossy path moves to ARC**: a probe whose RTT varied by at least 0.4 of its
+///    mean (`rtt_cv`), that lost at least 100 packets per thousand delivered, on a path of at
+///    least 15 ms. On the benchmark's recordings that is mostly an LTE uplink in a buffer it
+///    overflows (116 of the 188 such flows on twelve sets; the others, on UMTS and EVDO
+///    uplinks, lost 10.8 where those gained 27): Copa's probe meets the link's rate swings as
+///    delay and the buffer's overflows as losses. ARC, a learned pacing
+///    rate controller, took more than Copa there on every set measured (`att-lte.up` in
+///    buffers under 0.8 BDP: +0.30 per run on the fourth and seventh test sets, 18 of 18
+///    runs), and the regressors, fitted before ARC's rate ceiling, do not move those flows.
+///    Chosen on twelve consulted sets (their `decisions.csv` beside ARC alone: +17 over 228
+///    runs, 9 sets better, 2 worse; a plateau over `rtt_cv` 0.4-0.45 and 83-300 per thousand);
+///    the 15 ms floor keeps out 1 Mbit/s 10-ms lossy paths of `tcprl-288`, whose few packets
+///    of queue vary as much and where ARC lost. Then tested once on the fresh eighth test set:
+///    +0.0057 per condition (+0.0008 to +0.0107; 6 conditions better, 1 worse), cellular
+///    +0.034, 52 -> 56 % of the headroom (`docs/selector/eighth-test-set.md`). It fires on one
+///    recording's segments there (the ATT LTE uplink): another LTE uplink in a shallow buffer,
+///    where ARC also wins (T-Mobile's), shows less delay variation and is not moved.
+/// 2. **A long lossy probe keeps its start**: on a long path (a minimum RTT of at least 80
+///    ms) whose probe lost at least 80 packets per thousand, a default-mode flow keeps its
+///    start. There the probe saw its start's slow start overflow the path's own buffer, which
+///    says little about the path: the models' moves out of it (to BBR or ARC, predicted gains
+///    of 0.11-0.28) lost on the validation sets' WAN and changing paths (-0.13 and -0.22 per
+///    moved run), while the moves that pay against competitors on such paths came from probes
+///    that lost next to nothing. Chosen on the three validation sets from their
+///    `decisions.csv` (+0.0038 per condition, 95 % interval +0.0012 to +0.0072, 9 better and 2
+///    worse; 60 or 100 ms: +0.0023 and +0.0024; 40 or 150 per thousand: +0.0038 and
+///    +0.0035); `selection-train` -0.0001; `tcprl-288` top 3 in 91.7 % of conditions (87.5 %
+///    without), mean reward -0.9502 (-0.9603) (`docs/selector.md`, "Long lossy probes keep
+///    their start").
+pub fn default_rules() -> Vec<ProbeRule> {
+    let from = |feature, min| FeatureRange {
+        feature,
+        min,
+        max: f64::INFINITY,
+    };
+    vec![
+        ProbeRule {
+            candidate: "arc".into(),
+            ranges: vec![from(RTT_CV, 0.4), from(LOSS, 100.0), from(MIN_RTT, 15.0)],
+        },
+        ProbeRule {
+            candidate: START.into(),
+            ranges: vec![from(MIN_RTT, 80.0), from(LOSS, 80.0)],
+        },
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,8 +200,40 @@ mod tests {
         let mut x = [1.0; N_FEATURES];
         x[super::super::features::DRAINED] = drained;
         x[super::super::features::LOSS] = loss;
-        x[4] = rtt_cv;
+        x[RTT_CV] = rtt_cv;
         x
+    }
+
+    /// The deployed rule a flow with these features follows, by its candidate.
+    fn deployed(min_rtt_ms: f64, loss: f64, rtt_cv: f64) -> Option<String> {
+        let mut x = x(1.0, loss, rtt_cv);
+        x[MIN_RTT] = min_rtt_ms;
+        default_rules()
+            .into_iter()
+            .find(|r| r.holds(&x))
+            .map(|r| r.candidate)
+    }
+
+    #[test]
+    fn the_deployed_rules_move_variable_lossy_probes_to_arc_and_keep_long_lossy_ones() {
+        assert_eq!(FEATURE_NAMES[RTT_CV], "rtt_cv");
+        assert_eq!(FEATURE_NAMES[MIN_RTT], "min_rtt_ms");
+        assert_eq!(FEATURE_NAMES[LOSS], "loss_per_kpkt");
+        let arc = Some("arc".to_string());
+        let start = Some(START.to_string());
+        // An LTE uplink's probe in a shallow buffer (att-lte.up, 27 ms: rtt_cv 0.74, 1,775 lost
+        // per thousand) moves to ARC, on a long path too: the first rule that holds decides.
+        assert_eq!(deployed(27.0, 1775.0, 0.74), arc);
+        assert_eq!(deployed(88.0, 2440.0, 0.44), arc);
+        assert_eq!(deployed(15.0, 100.0, 0.4), arc, "ends are inside");
+        // Not below 15 ms (a 1 Mbit/s 10-ms lossy path), nor a steady or a lossless probe.
+        assert_eq!(deployed(10.0, 695.0, 0.5), None);
+        assert_eq!(deployed(27.0, 1775.0, 0.39), None);
+        assert_eq!(deployed(27.0, 99.0, 0.74), None);
+        // A long path whose steady probe lost many packets keeps its start.
+        assert_eq!(deployed(100.0, 90.0, 0.15), start);
+        assert_eq!(deployed(79.0, 90.0, 0.15), None);
+        assert_eq!(deployed(100.0, 79.0, 0.15), None);
     }
 
     #[test]
