@@ -269,6 +269,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             gates: default_gates(),
             rules: default_rules(),
             kind,
+            kind_skips: ccp_selector::probe::kind::default_skips(),
             later_kind: None,
         },
         modes(ctx.preferences),

@@ -74,6 +74,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test8.toml"),
     ),
     (
+        "selection-bench-test9",
+        include_str!("../scenarios/selection-bench-test9.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),

@@ -33,8 +33,8 @@ use portus::{CongAlg, Datapath, DatapathInfo};
 mod probe_settings;
 pub use probe_settings::{
     probe_delegate, probe_drain, probe_gates, probe_handovers, probe_kind, probe_kind_dir,
-    probe_later, probe_later_kind, probe_margin, probe_memory, probe_models, probe_models_dir,
-    probe_rules, probe_trial, probe_watch,
+    probe_kind_skips, probe_later, probe_later_kind, probe_margin, probe_memory, probe_models,
+    probe_models_dir, probe_rules, probe_trial, probe_watch,
 };
 
 /// Scheme: the selector with Rein's rules.
@@ -545,6 +545,7 @@ fn deployed_probe(log: &Arc<SelectorLog>, port: Option<u16>) -> Option<Named<Pro
                 gates: probe_gates(),
                 rules: probe_rules(),
                 kind: probe_kind(),
+                kind_skips: probe_kind_skips(),
                 later_kind: probe_later_kind(),
             },
             probe::ProbeOptions {

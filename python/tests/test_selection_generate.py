@@ -53,6 +53,7 @@ def test_the_recurring_sets_are_the_generators_draws(name, seed, seeds, segment,
     ("selection-bench-test6", "1701", "1701,1702,1703", "0.75,1.0"),
     ("selection-bench-test7", "2001", "2001,2002,2003", "0.75,1.0"),
     ("selection-bench-test8", "2101", "2101,2102,2103", "0.75,1.0"),
+    ("selection-bench-test9", "2201", "2201,2202,2203", "0.75,1.0"),
 ])
 def test_the_newer_sets_are_the_generators_draws(name, seed, seeds, segment, capsys):
     stored = scenario_text(name)

@@ -324,6 +324,25 @@ pub fn probe_rules() -> Vec<probe::ProbeRule> {
     specs_from_env("CCP_PROBE_RULES", rules_from, probe::default_rules)
 }
 
+/// The boxes whose flows `selector-probe`'s kind model does not judge:
+/// `$CCP_PROBE_KIND_SKIP` = `off` (none) or `;`-separated boxes of
+/// [`probe::FeatureBox::parse`] (e.g. `min_rtt_ms=60..,loss_per_kpkt=0.5..40`), else
+/// [`probe::kind::default_skips`]. A value that cannot be used is reported and ignored.
+pub fn probe_kind_skips() -> Vec<probe::FeatureBox> {
+    specs_from_env(
+        "CCP_PROBE_KIND_SKIP",
+        kind_skips_from,
+        probe::kind::default_skips,
+    )
+}
+
+/// The boxes `value` asks for (`off`: none), or why they cannot be used.
+fn kind_skips_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::FeatureBox>, String> {
+    separated_specs(value, ';', candidates, probe::FeatureBox::parse, |_| {
+        Vec::new()
+    })
+}
+
 /// The rules `value` asks for (`off`: none), or why they cannot be used (`;`-separated: a
 /// rule's ranges are comma-separated; its candidate may be `start`).
 fn rules_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::ProbeRule>, String> {
@@ -456,6 +475,23 @@ mod tests {
         assert!(e.contains("\"rneo\" is not a candidate"), "{e}");
         let e = rules_from("reno:rtt_cv<0.2", &names).unwrap_err();
         assert!(e.contains("is not <feature>"), "{e}");
+    }
+
+    #[test]
+    fn kind_skip_values_are_boxes_or_say_why_not() {
+        let names = candidate_names();
+        assert_eq!(kind_skips_from("off", &names), Ok(Vec::new()));
+        let two = kind_skips_from(
+            "min_rtt_ms=60..,loss_per_kpkt=0.5..40; rtt_cv=..0.2",
+            &names,
+        )
+        .unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(two[0].to_string(), "min_rtt_ms=60..,loss_per_kpkt=0.5..40");
+        let e = kind_skips_from("min_rtt_ms>60", &names).unwrap_err();
+        assert!(e.contains("is not <feature>"), "{e}");
+        let e = kind_skips_from("bbr:min_rtt_ms=60..", &names).unwrap_err();
+        assert!(e.contains("no feature \"bbr:min_rtt_ms\""), "{e}");
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub use kind::{KindModel, KindSample};
 pub use memory::{Groups, Memory};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
 pub use part::Part;
-pub use rule::{FeatureRange, ProbeRule, default_rules};
+pub use rule::{FeatureBox, FeatureRange, ProbeRule, default_rules};
 pub use trial::{Trial, WindowScore};
 pub use watch::{Watch, Watcher};
 
@@ -329,6 +329,9 @@ pub enum ProbeChoice {
         /// among competitors moves to their kind's candidate at the probe's end, before the
         /// rules and the models. `None`: no kind model.
         kind: Option<(Arc<KindModel>, f64)>,
+        /// Boxes of probe features whose flows the kind model does not judge at the probe's
+        /// end: the rules and the models decide for them ([`kind::default_skips`]).
+        kind_skips: Vec<FeatureBox>,
         /// A second look at the competitors' kind, with a model trained at a later window:
         /// a default-mode flow that kept its start at the probe's end keeps measuring and, at
         /// the end of that model's window, moves to the kind's candidate it names, unless a
@@ -741,6 +744,7 @@ impl ProbePolicy {
                 gates,
                 rules,
                 kind,
+                kind_skips,
                 ..
             } => {
                 let models = models.unwrap_or(own);
@@ -754,6 +758,7 @@ impl ProbePolicy {
                 if at_probe_end
                     && self.mode == Mode::Default
                     && let Some((model, threshold)) = kind
+                    && !kind_skips.iter().any(|b| b.holds(x))
                     && let Some((_, to)) = model.decide(x, *threshold)
                     && let Some(to) = self.names.iter().position(|n| *n == to)
                     && to != current

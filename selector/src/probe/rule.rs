@@ -83,6 +83,50 @@ impl fmt::Display for FeatureRange {
     }
 }
 
+/// A box of probe features: a flow is inside when every range holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureBox(pub Vec<FeatureRange>);
+
+impl FeatureBox {
+    /// Parses `<feature>=<min>..<max>[,<feature>=<min>..<max>...]`, e.g.
+    /// `min_rtt_ms=60..,loss_per_kpkt=0.5..40` (an end left empty is open). Feature names are
+    /// those of [`FEATURE_NAMES`]; each at most once; at least one range.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut out: Vec<FeatureRange> = Vec::new();
+        for part in spec.split(',') {
+            let range = FeatureRange::parse(part)?;
+            if out.iter().any(|r| r.feature == range.feature) {
+                let name = FEATURE_NAMES.get(range.feature).copied().unwrap_or("?");
+                return Err(format!("{name:?} given twice"));
+            }
+            out.push(range);
+        }
+        Ok(Self(out))
+    }
+
+    /// Whether a probe with features `x` is inside the box.
+    pub fn holds(&self, x: &[f64]) -> bool {
+        self.0.iter().all(|r| r.holds(x))
+    }
+}
+
+impl fmt::Display for FeatureBox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_ranges(f, &self.0)
+    }
+}
+
+/// `ranges`, comma-separated.
+fn write_ranges(f: &mut fmt::Formatter<'_>, ranges: &[FeatureRange]) -> fmt::Result {
+    for (i, r) in ranges.iter().enumerate() {
+        if i > 0 {
+            write!(f, ",")?;
+        }
+        write!(f, "{r}")?;
+    }
+    Ok(())
+}
+
 /// A box of feature ranges and the candidate flows inside it move to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeRule {
@@ -109,15 +153,7 @@ impl ProbeRule {
         if candidate.is_empty() {
             return Err(err("no candidate"));
         }
-        let mut out: Vec<FeatureRange> = Vec::new();
-        for part in ranges.split(',') {
-            let range = FeatureRange::parse(part).map_err(|e| err(&e))?;
-            if out.iter().any(|r| r.feature == range.feature) {
-                let name = FEATURE_NAMES.get(range.feature).copied().unwrap_or("?");
-                return Err(err(&format!("{name:?} given twice")));
-            }
-            out.push(range);
-        }
+        let FeatureBox(out) = FeatureBox::parse(ranges).map_err(|e| err(&e))?;
         Ok(Self {
             candidate: candidate.to_string(),
             ranges: out,
@@ -133,13 +169,7 @@ impl ProbeRule {
 impl fmt::Display for ProbeRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:", self.candidate)?;
-        for (i, r) in self.ranges.iter().enumerate() {
-            if i > 0 {
-                write!(f, ",")?;
-            }
-            write!(f, "{r}")?;
-        }
-        Ok(())
+        write_ranges(f, &self.ranges)
     }
 }
 
@@ -258,6 +288,24 @@ mod tests {
             "reno:rtt_ratio_drained=1.05..1.45,loss_per_kpkt=0.3..40,rtt_cv=..0.2"
         );
         assert_eq!(ProbeRule::parse(&r.to_string()), Ok(r));
+    }
+
+    #[test]
+    fn a_feature_box_parses_holds_and_prints_as_a_rules_ranges() {
+        let b = FeatureBox::parse("rtt_ratio_drained=1.05..1.45, rtt_cv=..0.2").unwrap();
+        assert!(b.holds(&x(1.2, 5.0, 0.1)));
+        assert!(!b.holds(&x(1.2, 5.0, 0.3)));
+        assert!(!b.holds(&[]), "a missing feature is outside");
+        assert_eq!(b.to_string(), "rtt_ratio_drained=1.05..1.45,rtt_cv=..0.2");
+        assert_eq!(FeatureBox::parse(&b.to_string()), Ok(b));
+        for (spec, why) in [
+            ("", "is not <feature>"),
+            ("rtt_cv=..1,rtt_cv=0..", "given twice"),
+            ("rtt_cv=2..1", "2 > 1"),
+        ] {
+            let e = FeatureBox::parse(spec).unwrap_err();
+            assert!(e.contains(why), "{spec}: {e}");
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ macro_rules! predict {
             gates: Vec::new(),
             rules: Vec::new(),
             kind: None,
+            kind_skips: Vec::new(),
             later_kind: None,
         };
         $(
@@ -682,6 +683,25 @@ fn the_competitors_kind_decides_before_the_rules_and_the_models() {
         let mut current = p.initial();
         let d = run(&mut p, &mut current, 40, 0.5);
         assert!(!d.contains(&Decision::SwitchTo(2)), "{d:?}");
+    }
+    // A flow inside a skip box is not judged by the kind: the rule decides for it, and a box
+    // that does not hold it leaves the kind deciding.
+    for (skip, by) in [
+        ("rtt_ratio_drained=..1.5", Part::Rule),
+        ("rtt_ratio_drained=2..", Part::Kind),
+    ] {
+        let probe = Probe::new(
+            predict!(one_second_models(),
+                rules: keep.clone(),
+                kind: Some((kind_model(true), kind::DEFAULT_THRESHOLD)),
+                kind_skips: vec![FeatureBox::parse(skip).unwrap()]),
+            HashMap::new(),
+        );
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 40, 0.5);
+        assert_eq!(p.part(), by, "{skip}: {d:?}");
+        assert_eq!(current, if by == Part::Kind { 2 } else { 0 }, "{skip}");
     }
     // A threshold of 1 moves nobody the model is not certain of.
     let probe = Probe::new(
