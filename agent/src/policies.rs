@@ -270,6 +270,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             rules: default_rules(),
             kind,
             kind_skips: ccp_selector::probe::kind::default_skips(),
+            kind_afresh: ccp_selector::probe::kind::default_afresh(),
             later_kind: None,
         },
         modes(ctx.preferences),

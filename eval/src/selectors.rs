@@ -32,9 +32,9 @@ use portus::{CongAlg, Datapath, DatapathInfo};
 
 mod probe_settings;
 pub use probe_settings::{
-    probe_delegate, probe_drain, probe_gates, probe_handovers, probe_kind, probe_kind_dir,
-    probe_kind_skips, probe_later, probe_later_kind, probe_margin, probe_memory, probe_models,
-    probe_models_dir, probe_rules, probe_trial, probe_watch,
+    probe_delegate, probe_drain, probe_gates, probe_handovers, probe_kind, probe_kind_afresh,
+    probe_kind_dir, probe_kind_skips, probe_later, probe_later_kind, probe_margin, probe_memory,
+    probe_models, probe_models_dir, probe_rules, probe_trial, probe_watch,
 };
 
 /// Scheme: the selector with Rein's rules.
@@ -546,6 +546,7 @@ fn deployed_probe(log: &Arc<SelectorLog>, port: Option<u16>) -> Option<Named<Pro
                 rules: probe_rules(),
                 kind: probe_kind(),
                 kind_skips: probe_kind_skips(),
+                kind_afresh: probe_kind_afresh(),
                 later_kind: probe_later_kind(),
             },
             probe::ProbeOptions {

@@ -336,6 +336,27 @@ pub fn probe_kind_skips() -> Vec<probe::FeatureBox> {
     )
 }
 
+/// The candidates `selector-probe`'s kind model hands a flow to afresh:
+/// `$CCP_PROBE_KIND_AFRESH` = `off` (none) or comma-separated candidates, else
+/// [`probe::kind::default_afresh`]. A value that cannot be used is reported and ignored.
+pub fn probe_kind_afresh() -> Vec<String> {
+    specs_from_env(
+        "CCP_PROBE_KIND_AFRESH",
+        kind_afresh_from,
+        probe::kind::default_afresh,
+    )
+}
+
+/// The candidates `value` names (`off`: none), or why they cannot be used.
+fn kind_afresh_from(value: &str, candidates: &[&str]) -> Result<Vec<String>, String> {
+    specs(
+        value,
+        candidates,
+        |c| Ok(c.trim().to_string()),
+        |c| vec![c.as_str()],
+    )
+}
+
 /// The boxes `value` asks for (`off`: none), or why they cannot be used.
 fn kind_skips_from(value: &str, candidates: &[&str]) -> Result<Vec<probe::FeatureBox>, String> {
     separated_specs(value, ';', candidates, probe::FeatureBox::parse, |_| {
@@ -492,6 +513,18 @@ mod tests {
         assert!(e.contains("is not <feature>"), "{e}");
         let e = kind_skips_from("bbr:min_rtt_ms=60..", &names).unwrap_err();
         assert!(e.contains("no feature \"bbr:min_rtt_ms\""), "{e}");
+    }
+
+    #[test]
+    fn kind_afresh_values_name_candidates_or_say_why_not() {
+        let names = candidate_names();
+        assert_eq!(kind_afresh_from("off", &names), Ok(Vec::new()));
+        assert_eq!(
+            kind_afresh_from(" bbr, arc ", &names),
+            Ok(vec!["bbr".to_string(), "arc".to_string()])
+        );
+        let e = kind_afresh_from("bbr,bbbr", &names).unwrap_err();
+        assert!(e.contains("\"bbbr\" is not a candidate"), "{e}");
     }
 
     #[test]

@@ -77,6 +77,14 @@ pub fn default_skips() -> Vec<FeatureBox> {
     Vec::new()
 }
 
+/// The candidates the deployed kind model's moves hand a flow to afresh
+/// ([`super::ProbeChoice::Predict`]'s `kind_afresh`): none. Afresh to BBR measured +0.0006
+/// per condition on twelve consulted sets (noise), afresh to Cubic -0.0024: measured, not
+/// deployed (`docs/selector/measured-not-deployed.md`, "The kind model's moves made afresh").
+pub fn default_afresh() -> Vec<String> {
+    Vec::new()
+}
+
 /// How the kinds are told apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

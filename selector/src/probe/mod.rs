@@ -332,6 +332,11 @@ pub enum ProbeChoice {
         /// Boxes of probe features whose flows the kind model does not judge at the probe's
         /// end: the rules and the models decide for them ([`kind::default_skips`]).
         kind_skips: Vec<FeatureBox>,
+        /// Candidates the kind model's moves hand a flow to afresh, as in a first slow start
+        /// ([`crate::SelectionPolicy::afresh`]; the watches' moves choose for themselves).
+        /// Empty: every kind move continues from the flow's window and rate
+        /// ([`kind::default_afresh`]).
+        kind_afresh: Vec<String>,
         /// A second look at the competitors' kind, with a model trained at a later window:
         /// a default-mode flow that kept its start at the probe's end keeps measuring and, at
         /// the end of that model's window, moves to the kind's candidate it names, unless a
@@ -509,7 +514,7 @@ pub struct ProbePolicy {
     chosen: Option<usize>,
     /// The running watches and their targets' indices, until one fires.
     watchers: Vec<(Watcher, usize)>,
-    /// The watch's target once it fired with a move made afresh, and whether the target takes
+    /// The target of a move made afresh (a watch's, or the kind model's), and whether it takes
     /// the flow's smoothed RTT as its floor ([`Watch::fresh_floor`]).
     afresh_to: Option<(usize, bool)>,
     stage: Option<trial::Stage>,
@@ -745,6 +750,7 @@ impl ProbePolicy {
                 rules,
                 kind,
                 kind_skips,
+                kind_afresh,
                 ..
             } => {
                 let models = models.unwrap_or(own);
@@ -764,6 +770,9 @@ impl ProbePolicy {
                     && to != current
                 {
                     self.by = Part::Kind;
+                    if kind_afresh.iter().any(|c| *c == self.names[to]) {
+                        self.afresh_to = Some((to, false));
+                    }
                     return (to, f64::INFINITY);
                 }
                 // A rule's box decides before the models at the probe's end (and is not

@@ -33,6 +33,7 @@ macro_rules! predict {
             rules: Vec::new(),
             kind: None,
             kind_skips: Vec::new(),
+            kind_afresh: Vec::new(),
             later_kind: None,
         };
         $(
@@ -702,6 +703,23 @@ fn the_competitors_kind_decides_before_the_rules_and_the_models() {
         let d = run(&mut p, &mut current, 40, 0.5);
         assert_eq!(p.part(), by, "{skip}: {d:?}");
         assert_eq!(current, if by == Part::Kind { 2 } else { 0 }, "{skip}");
+    }
+    // The kind's move is made afresh when its target is named, else it continues.
+    for (afresh, expected) in [(vec!["vegas".to_string()], true), (Vec::new(), false)] {
+        let probe = Probe::new(
+            predict!(one_second_models(),
+                rules: keep.clone(),
+                kind: Some((kind_model(true), kind::DEFAULT_THRESHOLD)),
+                kind_afresh: afresh.clone()),
+            HashMap::new(),
+        );
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 40, 0.5);
+        assert_eq!(switches(&d), [&Decision::SwitchTo(2)], "{afresh:?}");
+        assert_eq!(p.part(), Part::Kind);
+        assert_eq!(p.afresh(2), expected, "{afresh:?}");
+        assert!(!p.afresh_floor(2), "the kind's move keeps the flow's floor");
     }
     // A threshold of 1 moves nobody the model is not certain of.
     let probe = Probe::new(
