@@ -529,9 +529,10 @@ pub fn build() -> (RunSchemes, RunSelectors) {
     build_for(None)
 }
 
-/// `selector-probe` as deployed (its models, margin, trial, watch, hand-overs, later models,
-/// gates, delegate and drain; each overridable by its `$CCP_PROBE_*` variable), if its models
-/// load; `port` as in [`build_for`].
+/// `selector-probe` as deployed (its models, margin, trial, watches, hand-overs, later models,
+/// gates, rules, kind model with its skips and afresh moves, later kind model, delegate, drain
+/// and path memory; each overridable by its `$CCP_PROBE_*` variable), if its models load;
+/// `port` as in [`build_for`].
 fn deployed_probe(log: &Arc<SelectorLog>, port: Option<u16>) -> Option<Named<ProbeName>> {
     probe_models().ok().map(|models| {
         Named::new(probing(

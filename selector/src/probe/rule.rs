@@ -178,12 +178,12 @@ impl fmt::Display for ProbeRule {
 /// 1. **A variable, lossy path moves to ARC**: a probe whose RTT varied by at least 0.4 of its
 ///    mean (`rtt_cv`), that lost at least 100 packets per thousand delivered, on a path of at
 ///    least 15 ms. On the benchmark's recordings that is mostly an LTE uplink in a buffer it
-///    overflows (116 of the 188 such flows on twelve sets; the others, on UMTS and EVDO
-///    uplinks, lost 10.8 where those gained 27): Copa's probe meets the link's rate swings as
-///    delay and the buffer's overflows as losses. ARC, a learned pacing
-///    rate controller, took more than Copa there on every set measured (`att-lte.up` in
-///    buffers under 0.8 BDP: +0.30 per run on the fourth and seventh test sets, 18 of 18
-///    runs), and the regressors, fitted before ARC's rate ceiling, do not move those flows.
+///    overflows (116 of the 188 cellular flows inside the box on twelve sets; the others, on
+///    UMTS and EVDO uplinks, lost 10.8 where those gained 27): Copa's probe meets the link's
+///    rate swings as delay and the buffer's overflows as losses. ARC, a learned pacing rate
+///    controller, took more than Copa there on every set measured (`att-lte.up` in buffers
+///    under 0.8 BDP: +0.30 per run on the fourth and seventh test sets, 18 of 18 runs), and
+///    the regressors, fitted before ARC's rate ceiling, do not move those flows.
 ///    Chosen on twelve consulted sets (their `decisions.csv` beside ARC alone: +17 over 228
 ///    runs, 9 sets better, 2 worse; a plateau over `rtt_cv` 0.4-0.45 and 83-300 per thousand);
 ///    the 15 ms floor keeps out 1 Mbit/s 10-ms lossy paths of `tcprl-288`, whose few packets
