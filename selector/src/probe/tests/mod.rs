@@ -685,50 +685,43 @@ fn the_competitors_kind_decides_before_the_rules_and_the_models() {
         let d = run(&mut p, &mut current, 40, 0.5);
         assert!(!d.contains(&Decision::SwitchTo(2)), "{d:?}");
     }
+    // A default-mode flow on the variable path, under `choice`: its policy, where it ended and
+    // its decisions.
+    let variable_flow = |choice: ProbeChoice| {
+        let probe = Probe::new(choice, HashMap::new());
+        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        let mut current = p.initial();
+        let d = run(&mut p, &mut current, 40, 0.5);
+        (p, current, d)
+    };
     // A flow inside a skip box is not judged by the kind: the rule decides for it, and a box
     // that does not hold it leaves the kind deciding.
     for (skip, by) in [
         ("rtt_ratio_drained=..1.5", Part::Rule),
         ("rtt_ratio_drained=2..", Part::Kind),
     ] {
-        let probe = Probe::new(
-            predict!(one_second_models(),
-                rules: keep.clone(),
-                kind: Some((kind_model(true), kind::DEFAULT_THRESHOLD)),
-                kind_skips: vec![FeatureBox::parse(skip).unwrap()]),
-            HashMap::new(),
-        );
-        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
-        let mut current = p.initial();
-        let d = run(&mut p, &mut current, 40, 0.5);
+        let (p, current, d) = variable_flow(predict!(one_second_models(),
+            rules: keep.clone(),
+            kind: Some((kind_model(true), kind::DEFAULT_THRESHOLD)),
+            kind_skips: vec![FeatureBox::parse(skip).unwrap()]));
         assert_eq!(p.part(), by, "{skip}: {d:?}");
         assert_eq!(current, if by == Part::Kind { 2 } else { 0 }, "{skip}");
     }
     // The kind's move is made afresh when its target is named, else it continues.
     for (afresh, expected) in [(vec!["vegas".to_string()], true), (Vec::new(), false)] {
-        let probe = Probe::new(
-            predict!(one_second_models(),
-                rules: keep.clone(),
-                kind: Some((kind_model(true), kind::DEFAULT_THRESHOLD)),
-                kind_afresh: afresh.clone()),
-            HashMap::new(),
-        );
-        let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
-        let mut current = p.initial();
-        let d = run(&mut p, &mut current, 40, 0.5);
+        let (p, _, d) = variable_flow(predict!(one_second_models(),
+            rules: keep.clone(),
+            kind: Some((kind_model(true), kind::DEFAULT_THRESHOLD)),
+            kind_afresh: afresh.clone()));
         assert_eq!(switches(&d), [&Decision::SwitchTo(2)], "{afresh:?}");
         assert_eq!(p.part(), Part::Kind);
         assert_eq!(p.afresh(2), expected, "{afresh:?}");
         assert!(!p.afresh_floor(2), "the kind's move keeps the flow's floor");
     }
     // A threshold of 1 moves nobody the model is not certain of.
-    let probe = Probe::new(
-        predict!(one_second_models(), rules: keep, kind: Some((kind_model(true), 1.0))),
-        HashMap::new(),
-    );
-    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
-    let mut current = p.initial();
-    let d = run(&mut p, &mut current, 40, 0.5);
+    let (_, _, d) = variable_flow(predict!(one_second_models(),
+        rules: keep,
+        kind: Some((kind_model(true), 1.0))));
     assert!(!d.contains(&Decision::SwitchTo(2)), "{d:?}");
 }
 
