@@ -78,6 +78,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test9.toml"),
     ),
     (
+        "selection-bench-test10",
+        include_str!("../scenarios/selection-bench-test10.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),

@@ -31,6 +31,7 @@ const SET_GROUPS: [&[&str]; 3] = [
         "selection-bench-test7",
         "selection-bench-test8",
         "selection-bench-test9",
+        "selection-bench-test10",
         "selection-recurring-test",
     ],
     &[
@@ -233,7 +234,8 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// over a deep queue), and the seventh (`selection-bench-test7`, drawn to test the kind model's
 /// softmax classifier), and the eighth (`selection-bench-test8`, drawn to test the probe's rule
 /// to ARC for variable, lossy probes), and the ninth (`selection-bench-test9`, drawn to test
-/// the kind model's skip box). The kind model's training
+/// the kind model's skip box), and the tenth (`selection-bench-test10`, the first with the
+/// recorded web class). The kind model's training
 /// sets (`competition-train2`, `lone-train`) are two more draws like the training sets: nothing
 /// shared with the others, trace seconds from the same first half. The recurring-flow sets of the path memory (`selection-recurring`
 /// and its test twin) are two more draws of the four long-flow classes, six finite flows to
@@ -292,6 +294,7 @@ fn the_sets_have_the_benchs_classes() {
     let (test4, test5) = (load("selection-bench-test4"), load("selection-bench-test5"));
     let (test6, test7) = (load("selection-bench-test6"), load("selection-bench-test7"));
     let (test8, test9) = (load("selection-bench-test8"), load("selection-bench-test9"));
+    let test10 = load("selection-bench-test10");
     assert_eq!(
         classes(&val),
         classes(&test),
@@ -324,6 +327,7 @@ fn the_sets_have_the_benchs_classes() {
     assert_eq!(classes(&test7), classes(&test4));
     assert_eq!(classes(&test8), classes(&test4));
     assert_eq!(classes(&test9), classes(&test4));
+    assert_eq!(classes(&test10), classes(&test4));
     assert_eq!(classes(&val).len(), 6);
     assert!(classes(&val).values().all(|&n| n >= 10));
     assert_eq!(
