@@ -317,8 +317,8 @@ pub enum ProbeChoice {
         /// measuring, and chooses once with these models and the same margin when their window
         /// ends, unless the watch moved it first. `None`: every flow chooses at the probe's
         /// end, as deployed: a 5-s window measured better in cross-validation and on the
-        /// validation sets but not on the test set (`docs/selector/measured-not-deployed.md`, "A
-        /// later choice").
+        /// validation sets but not on the test set
+        /// (`docs/selector/measured-not-deployed-models.md`, "A later choice").
         later: Option<Arc<ProbeModels>>,
         /// Candidates a default-mode flow moves to only over a standing queue ([`QueueGate`]).
         gates: Vec<QueueGate>,

@@ -54,7 +54,7 @@ pub const MIN_SAMPLES: usize = 10;
 /// per flow against +0.008 at a 0.05 margin, +0.013 against +0.008 at 0.1), but not on the
 /// bench: 47-48 % of the validation set's headroom against 43 % for one booster on the same
 /// data and 49 % for the shipped one, and 26-28 % of the first test set's against 30 % and
-/// 24 % (`docs/selector/measured-not-deployed.md`, "Bagged models").
+/// 24 % (`docs/selector/measured-not-deployed-models.md`, "Bagged models").
 pub const DEFAULT_BAGS: usize = 1;
 
 /// One training example: a flow of `mode` started on `start`, probed, and switched to

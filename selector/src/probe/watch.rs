@@ -59,7 +59,7 @@ pub struct Watch {
     /// delivers about what its start-up estimated, leaves start-up and stays near the rate
     /// the competitors left the flow, where a BBR flow started then would have measured its
     /// floor over their queue. Off in the deployed watches: measured, and not deployed
-    /// (`docs/selector/measured-not-deployed.md`, "BBR handed a flow afresh").
+    /// (`docs/selector/measured-not-deployed-models.md`, "BBR handed a flow afresh").
     pub fresh_floor: bool,
     /// ... and over the same window at least this share of the flow's packets lost (lost /
     /// (lost + acknowledged); 0: no loss test). A queue that stays up *and* overflows steadily
