@@ -82,6 +82,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test10.toml"),
     ),
     (
+        "selection-bench-test11",
+        include_str!("../scenarios/selection-bench-test11.toml"),
+    ),
+    (
+        "selection-bench-test12",
+        include_str!("../scenarios/selection-bench-test12.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),

@@ -31,12 +31,13 @@ pub const N_FEATURES: usize = 12;
 
 /// Where the features the policy's rules read (not only its models) are in [`FEATURE_NAMES`]
 /// (checked by tests): `min_rtt_ms`, `rtt_ratio_max`, `rtt_ratio_last`, `rtt_cv`,
-/// `rate_max_mbps`, `loss_per_kpkt`, `rtt_ratio_drained`.
+/// `rate_max_mbps`, `rate_mean_mbps`, `loss_per_kpkt`, `rtt_ratio_drained`.
 pub(crate) const MIN_RTT: usize = 0;
 pub(crate) const RTT_RATIO_MAX: usize = 2;
 pub(crate) const RTT_RATIO_LAST: usize = 3;
 pub(crate) const RTT_CV: usize = 4;
 pub(crate) const RATE_MAX: usize = 5;
+pub(crate) const RATE_MEAN: usize = 6;
 pub(crate) const LOSS: usize = 9;
 pub(crate) const DRAINED: usize = N_FEATURES - 1;
 
