@@ -218,11 +218,8 @@ impl fmt::Display for ProbeRule {
 ///    without), mean reward -0.9502 (-0.9603) (`docs/selector.md`, "Long lossy probes keep
 ///    their start").
 pub fn default_rules() -> Vec<ProbeRule> {
-    let from = |feature, min| FeatureRange {
-        feature,
-        min,
-        max: f64::INFINITY,
-    };
+    let within = |feature, min, max| FeatureRange { feature, min, max };
+    let from = |feature, min| within(feature, min, f64::INFINITY);
     vec![
         ProbeRule {
             candidate: "arc".into(),
@@ -233,11 +230,7 @@ pub fn default_rules() -> Vec<ProbeRule> {
             ranges: vec![
                 from(LOSS, 200.0),
                 from(RATE_MEAN, 10.0),
-                FeatureRange {
-                    feature: MIN_RTT,
-                    min: 15.0,
-                    max: 45.0,
-                },
+                within(MIN_RTT, 15.0, 45.0),
             ],
         },
         ProbeRule {
