@@ -666,7 +666,13 @@ mod tests {
         std::fs::write(&path, "").unwrap();
         let state = AgentState::load(&path, IpcKind::Char).unwrap();
         let registry = Registry::new(&state);
-        for name in crate::config::algorithms().iter().chain([&SELECTOR]) {
+        let variants = ccp_algorithms::registry::global().variants();
+        assert!(!variants.is_empty());
+        for name in crate::config::algorithms()
+            .iter()
+            .chain(variants.iter().map(|v| &v.name))
+            .chain([&SELECTOR])
+        {
             assert!(DefaultAlg::new(registry.clone(), name).is_ok(), "{name}");
         }
         let e = DefaultAlg::new(registry, "tahoe")

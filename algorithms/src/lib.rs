@@ -66,6 +66,24 @@ builtin_algorithms! {
     arc: ArcCc, ArcConfig, "ARC (Zhang et al.): an actor-critic pacing-rate controller, its actor run with ONNX Runtime off the report path every RTT/2";
 }
 
+pub use cubic::CubicAckClockConfig;
+pub use reno::RenoAckClockConfig;
+
+/// The built-in variants ([`registry::Registry::variants`]): another configuration of a
+/// built-in algorithm under a name of its own, never in a default list.
+fn builtin_variants() -> Vec<(std::sync::Arc<dyn DynAlgorithmConfig>, &'static str)> {
+    vec![
+        (
+            std::sync::Arc::new(RenoAckClockConfig::default()),
+            "reno with its window following the ACK clock in the datapath: slow start and the first answer to a loss there",
+        ),
+        (
+            std::sync::Arc::new(CubicAckClockConfig::default()),
+            "cubic with its window following the ACK clock in the datapath: slow start and the first answer to a loss there",
+        ),
+    ]
+}
+
 /// The default config of every algorithm of the process's registry ([`registry::global`]).
 pub fn suite() -> Vec<Box<dyn DynAlgorithmConfig>> {
     let r = registry::global();

@@ -12,6 +12,18 @@
 //!   rates, inflight and the window; report once per RTT.
 //! - [`PER_RTT_URGENT`]: the same, and report at once on a loss or a timeout (what loss-based
 //!   algorithms need to react within one ACK).
+//! - [`PER_RTT_URGENT_CLOCKED`]: [`PER_RTT_URGENT`] whose window follows the ACK clock between
+//!   reports, in the datapath:
+//!   - slow start: while the window is below the control register `ssthresh` (bytes;
+//!     unbounded unless the installer sets it), every ACK grows it by the bytes it newly
+//!     delivers (acknowledged or SACKed, as Linux's `tcp_slow_start` counts), up to
+//!     `ssthresh`, so it doubles per RTT with the ACKs instead of in one step per report;
+//!   - loss: every ACK that carries a loss lowers the window to what is in flight plus what
+//!     the ACK delivered (packet conservation: one segment out per segment that left), so the
+//!     retransmissions do not go out as one burst at the old window while the agent's answer
+//!     is on its way; the report carries the window from before, and the answer sets the
+//!     window. A loss or a timeout also sets `ssthresh` to 0: growth stops until the agent
+//!     installs the program again with a threshold (after a timeout).
 //! - [`PER_HALF_RTT`]: the same, reporting every half RTT (and not at once on a loss): the
 //!   report's minimum RTT is then the minimum over the last `RTT / 2`, Copa's `RTTstanding`,
 //!   and a per-ACK rule acts twice per RTT instead of once.
@@ -60,6 +72,12 @@ pub enum DecodeError {
 
 macro_rules! report_def {
     () => {
+        concat!(report_def!(fields), ")\n")
+    };
+    ($controls:literal) => {
+        concat!(report_def!(fields), " ", $controls, ")\n")
+    };
+    (fields) => {
         "(def (Report
     (volatile acked 0)
     (volatile sacked 0)
@@ -71,8 +89,7 @@ macro_rules! report_def {
     (volatile rout 0)
     (volatile inflight 0)
     (volatile cwnd 0)
-    (volatile now 0)))
-"
+    (volatile now 0))"
     };
 }
 
@@ -120,6 +137,29 @@ pub static PER_RTT_URGENT: ProgramSpec = ProgramSpec {
     ),
 };
 
+/// [`PER_RTT_URGENT`] with the window following the ACK clock in the datapath between reports;
+/// see the module doc.
+pub static PER_RTT_URGENT_CLOCKED: ProgramSpec = ProgramSpec {
+    name: "suite_per_rtt_urgent_clocked",
+    source: concat!(
+        report_def!("(ssthresh +infinity)"),
+        "(when (|| Flow.was_timeout (> Ack.lost_pkts_sample 0))
+    (:= ssthresh 0)
+    (fallthrough))
+(when (< Cwnd ssthresh)
+    (:= Cwnd (min ssthresh (+ Cwnd (+ Ack.bytes_acked Ack.bytes_misordered))))
+    (fallthrough))
+",
+        fold_every_ack!(),
+        "(when (> Ack.lost_pkts_sample 0)
+    (:= Cwnd (min Cwnd (+ Flow.bytes_in_flight (+ Ack.bytes_acked Ack.bytes_misordered))))
+    (fallthrough))
+",
+        "(when (|| Report.timeout (> Report.lost 0)) (report) (:= Micros 0))\n",
+        "(when (> Micros Report.rtt) (report) (:= Micros 0))\n"
+    ),
+};
+
 /// Report every half RTT; see the module doc.
 pub static PER_HALF_RTT: ProgramSpec = ProgramSpec {
     name: "suite_half_rtt",
@@ -131,7 +171,12 @@ pub static PER_HALF_RTT: ProgramSpec = ProgramSpec {
 };
 
 /// Every program of the library.
-pub static ALL: [&ProgramSpec; 3] = [&PER_RTT, &PER_RTT_URGENT, &PER_HALF_RTT];
+pub static ALL: [&ProgramSpec; 4] = [
+    &PER_RTT,
+    &PER_RTT_URGENT,
+    &PER_RTT_URGENT_CLOCKED,
+    &PER_HALF_RTT,
+];
 
 /// A program reporting every `interval_rtts` RTTs (see the module docs), as a one-program
 /// list for a config's `programs`. Intervals are kept to 1/1000 RTT, in `[0.001, 100]`; each

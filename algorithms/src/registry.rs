@@ -5,7 +5,9 @@
 //! per-flow state). [`Registry::builtin`] holds the suite, in a fixed order; a researcher's
 //! own crate adds its algorithm with [`Registry::register`] and installs the result for the
 //! whole process with [`install`] before anything reads [`global`] (the `main_with` entry
-//! points of `ccp-eval` and `ccp-agent` do both).
+//! points of `ccp-eval` and `ccp-agent` do both). A *variant* ([`Registry::register_variant`])
+//! is another configuration of a registered algorithm under a name of its own: found by name
+//! like any entry, never in a default list (so adding one changes no number measured before).
 //!
 //! # The portus glue, once
 //! portus picks a flow's algorithm by the name in the datapath's CREATE, among algorithms
@@ -92,6 +94,10 @@ impl std::fmt::Debug for Entry {
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     entries: Vec<Entry>,
+    /// Another configuration of a registered algorithm under a name of its own (`cubic-ackclock`):
+    /// found by name like any entry, left out of every default list (the selector's
+    /// candidates, a scenario's schemes, the training sets).
+    variants: Vec<Entry>,
 }
 
 impl Registry {
@@ -110,7 +116,24 @@ impl Registry {
                 tracing::error!(name, error = %e, "built-in algorithm not registered");
             }
         }
+        for (config, description) in crate::builtin_variants() {
+            let name = config.name();
+            if let Err(e) = r.register_variant(config, description) {
+                tracing::error!(name, error = %e, "built-in variant not registered");
+            }
+        }
         r
+    }
+
+    /// Adds `config` as a variant ([`Registry::variants`]) under its name with `description`.
+    pub fn register_variant(
+        &mut self,
+        config: Arc<dyn DynAlgorithmConfig>,
+        description: &'static str,
+    ) -> Result<(), RegistryError> {
+        let entry = self.checked(config, description)?;
+        self.variants.push(entry);
+        Ok(())
     }
 
     /// Adds `config` under its name with `description`.
@@ -128,6 +151,17 @@ impl Registry {
         config: Arc<dyn DynAlgorithmConfig>,
         description: &'static str,
     ) -> Result<(), RegistryError> {
+        let entry = self.checked(config, description)?;
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    /// `config` as an entry, if its name is valid and new and its programs fit.
+    fn checked(
+        &self,
+        config: Arc<dyn DynAlgorithmConfig>,
+        description: &'static str,
+    ) -> Result<Entry, RegistryError> {
         let name = config.name();
         if !valid_name(name) {
             return Err(RegistryError::BadName(name.to_string()));
@@ -147,12 +181,11 @@ impl Registry {
                 count: programs.len(),
             });
         }
-        self.entries.push(Entry {
+        Ok(Entry {
             name,
             description,
             config,
-        });
-        Ok(())
+        })
     }
 
     /// Builder form of [`Registry::register`].
@@ -165,14 +198,22 @@ impl Registry {
         Ok(self)
     }
 
-    /// The entry named `name`.
+    /// The entry or variant named `name`.
     pub fn get(&self, name: &str) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.name == name)
+        self.entries
+            .iter()
+            .chain(&self.variants)
+            .find(|e| e.name == name)
     }
 
-    /// Every entry, in registration order.
+    /// Every entry, in registration order (variants are not entries).
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// Every variant, in registration order.
+    pub fn variants(&self) -> &[Entry] {
+        &self.variants
     }
 
     /// Every name, in registration order.
@@ -221,10 +262,10 @@ impl Registry {
             .collect()
     }
 
-    /// The union of every entry's programs, deduplicated by name.
+    /// The union of every entry's and variant's programs, deduplicated by name.
     pub fn programs(&self) -> Vec<&'static ProgramSpec> {
         let mut out: Vec<&'static ProgramSpec> = Vec::new();
-        for e in &self.entries {
+        for e in self.entries.iter().chain(&self.variants) {
             for p in e.config.programs() {
                 if !out.iter().any(|q| q.name == p.name) {
                     out.push(p);
@@ -473,6 +514,28 @@ mod tests {
         );
         assert!(r.programs().len() <= MAX_PROGRAMS);
         assert!(r.entries().iter().all(|e| !e.description.is_empty()));
+        // Variants: found by name, built under it, never in the list of names.
+        let variants: Vec<&str> = r.variants().iter().map(|v| v.name).collect();
+        assert_eq!(variants, ["reno-ackclock", "cubic-ackclock"]);
+        for name in variants {
+            let e = r.get(name).unwrap();
+            let flow = e.config.build(&FlowStart {
+                sock_id: 1,
+                mss_bytes: 1448,
+                init_cwnd_bytes: 14_480,
+                seed: 0,
+            });
+            assert_eq!(flow.name(), name);
+            assert!(!r.names().contains(&name));
+            assert_eq!(r.resolve(name), Ok(name));
+        }
+        assert_eq!(
+            Registry::builtin().register_variant(
+                std::sync::Arc::new(crate::CubicAckClockConfig::default()),
+                "again"
+            ),
+            Err(RegistryError::Duplicate("cubic-ackclock".into()))
+        );
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub const MIN_CWND_SEGMENTS: u32 = 2;
 pub struct RenoConfig {
     /// Initial window override, bytes (`None`: the datapath's, recommended).
     pub init_cwnd_bytes: Option<u32>,
+    /// Lets the window follow the ACK clock in the datapath between reports: slow start and
+    /// the first answer to a loss there (off by default; [`WindowCore::with_ack_clock`]).
+    pub ack_clock: bool,
 }
 
 impl RenoConfig {
@@ -42,6 +45,14 @@ impl RenoConfig {
     #[must_use]
     pub fn init_cwnd_bytes(mut self, bytes: u32) -> Self {
         self.init_cwnd_bytes = Some(bytes);
+        self
+    }
+
+    /// Lets the window follow the ACK clock in the datapath between reports
+    /// ([`WindowCore::with_ack_clock`]; off by default).
+    #[must_use]
+    pub fn ack_clock(mut self, on: bool) -> Self {
+        self.ack_clock = on;
         self
     }
 }
@@ -54,11 +65,40 @@ impl AlgorithmConfig for RenoConfig {
     }
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(self.flow(start))
+    }
+}
+
+impl RenoConfig {
+    fn flow(&self, start: &FlowStart) -> Reno {
         let mut start = *start;
         if let Some(iw) = self.init_cwnd_bytes {
             start.init_cwnd_bytes = iw;
         }
-        Box::new(Reno::new(&start))
+        Reno::new(&start).with_ack_clock(self.ack_clock)
+    }
+}
+
+/// Reno with its window following the ACK clock in the datapath ([`RenoConfig::ack_clock`]):
+/// the registry's variant `reno-ackclock` (`docs/algorithms.md`, "The ACK clock in the
+/// datapath").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RenoAckClockConfig(pub RenoConfig);
+
+impl AlgorithmConfig for RenoAckClockConfig {
+    const NAME: &'static str = "reno-ackclock";
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        &window::PROGRAMS
+    }
+
+    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(
+            self.0
+                .ack_clock(true)
+                .flow(start)
+                .registered_as(Self::NAME),
+        )
     }
 }
 
@@ -161,7 +201,7 @@ fn ca_increments(cwnd: u32, mss: u32, acked: u64) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Measurement, Pacing};
+    use crate::api::{Control, Measurement, Pacing};
 
     const MSS: u32 = 1000;
 
@@ -322,5 +362,120 @@ mod tests {
         });
         assert!(!r.handoff().in_first_slow_start, "the first loss ends it");
         assert_eq!(r.ssthresh_bytes(), 50_000);
+    }
+
+    fn start() -> FlowStart {
+        FlowStart {
+            sock_id: 1,
+            mss_bytes: MSS,
+            init_cwnd_bytes: 10 * MSS,
+            seed: 0,
+        }
+    }
+
+    /// The program switch of `c`: its name and its `ssthresh` field.
+    fn switch(c: &Control) -> (&'static str, Option<u32>) {
+        let p = c.program.as_ref().expect("a program switch");
+        let ssthresh = p.fields.iter().find(|(f, _)| *f == "ssthresh").map(|f| f.1);
+        (p.program.name, ssthresh)
+    }
+
+    #[test]
+    fn ack_clock_takes_the_reported_window_below_the_threshold() {
+        use crate::programs::PER_RTT_URGENT_CLOCKED;
+        let ss = PER_RTT_URGENT_CLOCKED.name;
+        let mut r = reno(10).with_ack_clock(true);
+        let c = r.activate(&Handoff::flow_start(&start()));
+        assert_eq!(switch(&c), (ss, Some(u32::MAX)), "unbounded first slow start");
+        assert!(r.slow_start_in_datapath());
+        // The datapath grew the window ACK by ACK; the agent takes it and writes none.
+        let c = r.on_report(&Measurement {
+            cwnd_bytes: 37_000,
+            ..report(50_000, 27_000)
+        });
+        assert!(c.is_none(), "{c:?}");
+        assert_eq!(r.cwnd_bytes(), 37_000);
+        // The loss's report carries the window the datapath stopped at; Reno halves it.
+        let c = r.on_report(&Measurement {
+            cwnd_bytes: 60_000,
+            lost_pkts: 2,
+            ..report(80_000, 23_000)
+        });
+        assert_eq!(c.cwnd_bytes, Some(30_000));
+        assert!(c.program.is_none());
+        assert!(!r.slow_start_in_datapath());
+        assert!(!r.handoff().in_first_slow_start);
+        // Avoidance is the agent's (recovery first holds the window).
+        let c = r.on_report(&Measurement {
+            cwnd_bytes: 99_000,
+            ..report(300_000, 30_000)
+        });
+        assert_eq!(c.cwnd_bytes, Some(31_000), "one segment per window acked");
+        // A timeout installs the program again, with the new threshold and the loss window.
+        let c = r.on_report(&Measurement {
+            cwnd_bytes: 31_000,
+            timeout: true,
+            ..report(900_000, 0)
+        });
+        assert_eq!(switch(&c), (ss, Some(15_500)));
+        assert_eq!(c.cwnd_bytes, Some(2 * MSS));
+        assert!(r.slow_start_in_datapath());
+        // Reaching the threshold hands growth back to the agent.
+        let c = r.on_report(&Measurement {
+            cwnd_bytes: 15_500,
+            ..report(1_000_000, 13_500)
+        });
+        assert!(!r.slow_start_in_datapath());
+        assert_eq!(c.cwnd_bytes, Some(15_500));
+        // A flow taken over outside slow start gets the program with no growth in it.
+        let mut r = reno(10).with_ack_clock(true);
+        let c = r.activate(&Handoff {
+            cwnd_bytes: 40_000,
+            ssthresh_bytes: 40_000,
+            in_first_slow_start: false,
+            last_loss_us: Some(1),
+            ..Handoff::flow_start(&start())
+        });
+        assert_eq!(switch(&c), (ss, Some(0)));
+        assert!(!r.slow_start_in_datapath());
+    }
+
+    #[test]
+    fn a_timeout_in_the_datapaths_slow_start_halves_the_window_before_it() {
+        use crate::programs::PER_RTT_URGENT_CLOCKED;
+        let mut r = reno(10).with_ack_clock(true);
+        r.activate(&Handoff::flow_start(&start()));
+        r.on_report(&Measurement {
+            cwnd_bytes: 40_000,
+            ..report(50_000, 30_000)
+        });
+        // The timeout left the datapath's window at one segment; the report carries that.
+        let c = r.on_report(&Measurement {
+            cwnd_bytes: 1_000,
+            timeout: true,
+            ..report(400_000, 0)
+        });
+        assert_eq!(
+            switch(&c),
+            (PER_RTT_URGENT_CLOCKED.name, Some(20_000)),
+            "half the window before the timeout"
+        );
+        assert_eq!(r.ssthresh_bytes(), 20_000);
+        assert_eq!(c.cwnd_bytes, Some(2 * MSS));
+    }
+
+    #[test]
+    fn without_ack_clock_nothing_changes() {
+        let mut r = reno(10);
+        let c = r.activate(&Handoff::flow_start(&start()));
+        assert_eq!(
+            c.program.map(|p| p.program.name),
+            Some(crate::programs::PER_RTT_URGENT.name)
+        );
+        r.on_report(&Measurement {
+            cwnd_bytes: 37_000,
+            ..report(50_000, 10_000)
+        });
+        assert_eq!(r.cwnd_bytes(), 20_000, "the agent's own slow start");
     }
 }

@@ -23,7 +23,10 @@
 //! A handoff is adopted the same way by all (once the first slow start is over, the flow
 //! continues in avoidance from the handed-over window) and exported the same way
 //! ([`WindowRule::handoff`] may put a rule's own estimate in). All of them install one program,
-//! per-RTT reports that come at once on a loss, and clear pacing.
+//! per-RTT reports that come at once on a loss, and clear pacing; with
+//! [`WindowCore::with_ack_clock`] they install that program's ACK-clocked twin
+//! ([`PER_RTT_URGENT_CLOCKED`]: slow start and the first answer to a loss in the datapath),
+//! and take the window from the reports while the datapath slow-starts.
 //!
 //! Windows are counted in one of two [`WindowUnit`]s: [`Segments`] (fractional, `f64`; Cubic,
 //! Vegas, Westwood+, Illinois), floored at 2 segments and capped at 2^32 - 1 bytes with no NaN
@@ -32,12 +35,12 @@
 use std::fmt::Debug;
 
 use crate::api::{Algorithm, Control, FlowStart, Handoff, Measurement, Pacing};
-use crate::programs::{PER_RTT_URGENT, ProgramSpec};
+use crate::programs::{PER_RTT_URGENT, PER_RTT_URGENT_CLOCKED, ProgramSpec};
 use crate::recovery::Recovery;
 use crate::rtt::RttEstimator;
 
 /// Programs every window-based algorithm installs.
-pub(crate) static PROGRAMS: [&ProgramSpec; 1] = [&PER_RTT_URGENT];
+pub(crate) static PROGRAMS: [&ProgramSpec; 2] = [&PER_RTT_URGENT, &PER_RTT_URGENT_CLOCKED];
 
 /// Smallest window, segments (the suite's floor; RFC 5681's loss window is 1).
 pub const MIN_CWND_SEGMENTS: f64 = 2.0;
@@ -144,6 +147,9 @@ pub trait WindowUnit: Debug + Clone + Copy + Send + 'static {
 
     /// The bytes a window holds (the data outstanding at a reduction).
     fn window_bytes(cwnd: Self::Window, mss_bytes: u32) -> u64;
+
+    /// A window the datapath reports, in bytes, in this unit (floored and capped as any).
+    fn from_bytes(bytes: u64, mss_bytes: u32) -> Self::Window;
 }
 
 /// Windows in fractional segments (`f64`), within [2, (2^32 - 1) / MSS]; an infinite
@@ -194,6 +200,10 @@ impl WindowUnit for Segments {
     fn window_bytes(cwnd: f64, mss_bytes: u32) -> u64 {
         (cwnd * f64::from(mss_bytes)) as u64
     }
+
+    fn from_bytes(bytes: u64, mss_bytes: u32) -> f64 {
+        clamp(segments(bytes, mss_bytes), mss_bytes)
+    }
 }
 
 /// Windows in whole bytes (`u32`), at least 2 MSS (saturating); `u32::MAX` as a threshold is
@@ -243,6 +253,10 @@ impl WindowUnit for Bytes {
 
     fn window_bytes(cwnd: u32, _mss_bytes: u32) -> u64 {
         u64::from(cwnd)
+    }
+
+    fn from_bytes(bytes: u64, mss_bytes: u32) -> u32 {
+        clamp_u32(bytes).max(Self::loss_window(mss_bytes))
     }
 }
 
@@ -310,6 +324,12 @@ impl WindowState<Segments> {
 pub struct WindowCore<R: WindowRule> {
     pub(crate) state: WindowState<R::Unit>,
     pub(crate) rule: R,
+    /// Whether the window follows the ACK clock in the datapath ([`Self::with_ack_clock`]).
+    ack_clock: bool,
+    /// Whether the datapath runs it now: the window is the datapath's, reported.
+    slow_start_in_datapath: bool,
+    /// The registry name, when it is not the rule's (a variant's: `cubic-ackclock`).
+    registered_as: Option<&'static str>,
 }
 
 impl<R: WindowRule> WindowCore<R> {
@@ -319,9 +339,41 @@ impl<R: WindowRule> WindowCore<R> {
         let mut core = Self {
             state: WindowState::adopted(start.mss_bytes.max(1), &h),
             rule,
+            ack_clock: false,
+            slow_start_in_datapath: false,
+            registered_as: None,
         };
         core.rule.adopt(&core.state, &h);
         core
+    }
+
+    /// Lets the window follow the ACK clock in the datapath between reports
+    /// ([`PER_RTT_URGENT_CLOCKED`]; off by default):
+    /// - the flow's program carries `ssthresh`; below it the datapath grows the window on
+    ///   every ACK (up to it, or until a loss or timeout) while the agent takes the window
+    ///   each report carries and writes none; a timeout installs the program again with the
+    ///   new threshold, so the slow start after it runs in the datapath too;
+    /// - on a loss the datapath holds the window at what is in flight until the agent's
+    ///   answer sets it.
+    ///
+    /// What short flows and cellular links gain is in `docs/algorithms.md` ("The ACK clock in
+    /// the datapath").
+    #[must_use]
+    pub fn with_ack_clock(mut self, on: bool) -> Self {
+        self.ack_clock = on;
+        self
+    }
+
+    /// The flow of a registry variant named `name` ([`crate::registry::Registry::variants`]).
+    #[must_use]
+    pub(crate) fn registered_as(mut self, name: &'static str) -> Self {
+        self.registered_as = Some(name);
+        self
+    }
+
+    /// Whether the datapath is running a slow start now.
+    pub fn slow_start_in_datapath(&self) -> bool {
+        self.slow_start_in_datapath
     }
 
     fn adopt(&mut self, h: &Handoff) {
@@ -352,6 +404,23 @@ impl<R: WindowRule> WindowCore<R> {
         w.recovery.enter(now_us, w.rtt.srtt_us(), window_bytes);
     }
 
+    /// `control` with [`PER_RTT_URGENT_CLOCKED`] installed, its `ssthresh` the flow's while it is
+    /// in slow start (0 otherwise: no growth in the datapath).
+    fn ack_clock_control(&mut self, control: Control) -> Control {
+        let w = &self.state;
+        self.slow_start_in_datapath = w.cwnd < w.ssthresh;
+        let ssthresh = if self.slow_start_in_datapath {
+            R::Unit::ssthresh_bytes(w.ssthresh, w.mss_bytes)
+        } else {
+            0
+        };
+        let mut control = control.with_program(&PER_RTT_URGENT_CLOCKED);
+        if let Some(switch) = control.program.as_mut() {
+            switch.fields.push(("ssthresh", ssthresh));
+        }
+        control
+    }
+
     /// A retransmission timeout at `now_us`: back to the loss window and slow start.
     pub fn on_timeout(&mut self, now_us: u64) {
         let w = &mut self.state;
@@ -378,7 +447,7 @@ impl<R: WindowRule<Unit = Segments>> WindowCore<R> {
 
 impl<R: WindowRule> Algorithm for WindowCore<R> {
     fn name(&self) -> &'static str {
-        R::NAME
+        self.registered_as.unwrap_or(R::NAME)
     }
 
     fn programs(&self) -> &'static [&'static ProgramSpec] {
@@ -387,9 +456,12 @@ impl<R: WindowRule> Algorithm for WindowCore<R> {
 
     fn activate(&mut self, handoff: &Handoff) -> Control {
         self.adopt(handoff);
-        Control::cwnd(self.state.cwnd_bytes())
-            .with_pacing(Pacing::Unpaced)
-            .with_program(&PER_RTT_URGENT)
+        let control = Control::cwnd(self.state.cwnd_bytes()).with_pacing(Pacing::Unpaced);
+        if self.ack_clock {
+            self.ack_clock_control(control)
+        } else {
+            control.with_program(&PER_RTT_URGENT)
+        }
     }
 
     fn on_report(&mut self, m: &Measurement) -> Control {
@@ -400,16 +472,35 @@ impl<R: WindowRule> Algorithm for WindowCore<R> {
         if m.rate_incoming_bytes_per_sec > 0 {
             w.delivery_rate_bytes_per_sec = m.rate_incoming_bytes_per_sec;
         }
+        if self.slow_start_in_datapath && !m.timeout && m.cwnd_bytes > 0 {
+            // The datapath grew the window ACK by ACK up to this report (and stops on the ACK
+            // that carries a loss). A timeout's report carries the window the timeout left
+            // (one segment); the threshold is set from the one before, as Linux's
+            // `tcp_enter_loss` does.
+            w.cwnd = R::Unit::from_bytes(m.cwnd_bytes, w.mss_bytes);
+        }
         self.rule.on_measurement(w, m);
         let in_recovery = w.recovery.holding(now);
         w.recovery.on_acked(m.acked_bytes);
-        if !in_recovery && self.rule.grows_on(m) {
+        if !in_recovery && !self.slow_start_in_datapath && self.rule.grows_on(m) {
             self.rule.on_ack(w, m.acked_bytes, now);
         }
         if m.timeout {
             self.on_timeout(now);
+            if self.ack_clock {
+                // The datapath stopped on the timeout; slow start again, there, to the new
+                // threshold.
+                return self.ack_clock_control(Control::cwnd(self.state.cwnd_bytes()));
+            }
         } else if m.lost_pkts > 0 {
+            self.slow_start_in_datapath = false;
             self.on_loss(now);
+        } else if self.slow_start_in_datapath && self.state.cwnd >= self.state.ssthresh {
+            // The datapath stopped at the threshold; avoidance is the agent's.
+            self.slow_start_in_datapath = false;
+        }
+        if self.slow_start_in_datapath {
+            return Control::none();
         }
         Control::cwnd(self.state.cwnd_bytes())
     }

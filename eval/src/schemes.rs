@@ -42,6 +42,9 @@ fn all() -> Vec<(&'static str, String)> {
     for e in registry::global().entries() {
         v.push((e.name, format!("CCP: {}", e.description)));
     }
+    for e in registry::global().variants() {
+        v.push((e.name, format!("CCP variant: {}", e.description)));
+    }
     for (n, d) in selectors::SCHEMES {
         v.push((*n, (*d).to_string()));
     }
@@ -56,12 +59,15 @@ pub fn available() -> Vec<&'static str> {
 }
 
 /// The schemes a scenario without a `schemes` list runs: every available one except the
-/// training-data generator `selector-explore` and the kernel-only `native-bbr`, and the learned
-/// selectors and algorithms (LP-TCP) only when their models load.
+/// training-data generator `selector-explore`, the kernel-only `native-bbr` and the registry's
+/// variants (`cubic-ackclock`), and the learned selectors and algorithms (LP-TCP) only when their
+/// models load.
 pub fn defaults() -> Vec<&'static str> {
+    let variants = registry::global().variants();
     available()
         .into_iter()
         .filter(|s| !selectors::TRAINING_ONLY.contains(s) && *s != NATIVE_BBR)
+        .filter(|s| !variants.iter().any(|v| v.name == *s))
         .filter(|s| selectors::unavailable(s).is_none())
         .collect()
 }
@@ -214,7 +220,8 @@ mod tests {
             alg: "no-such-algorithm".into(),
         });
         assert!(unknown.delivered_bytes > 100_000);
-        for e in registry::global().entries() {
+        let r = registry::global();
+        for e in r.entries().iter().chain(r.variants()) {
             let name = e.name;
             // A learned algorithm without its model (LP-TCP with no forest) runs as the rule
             // it builds on, NewReno: that is Reno's run, and tools refuse to start it.
@@ -232,8 +239,11 @@ mod tests {
         }
         assert_eq!(
             available().len(),
-            NATIVE.len() + registry::global().entries().len() + selectors::SCHEMES.len()
+            NATIVE.len() + r.entries().len() + r.variants().len() + selectors::SCHEMES.len()
         );
+        for v in r.variants() {
+            assert!(!defaults().contains(&v.name), "{} is a variant", v.name);
+        }
     }
 
     #[test]

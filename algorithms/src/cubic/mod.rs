@@ -72,6 +72,9 @@ pub struct CubicConfig {
     pub reno_friendly: bool,
     /// Whose arithmetic grows the window (Linux's recommended: what kernel Cubic does).
     pub variant: CubicVariant,
+    /// Lets the window follow the ACK clock in the datapath between reports: slow start and
+    /// the first answer to a loss there (off by default; [`WindowCore::with_ack_clock`]).
+    pub ack_clock: bool,
 }
 
 /// Whose congestion-avoidance arithmetic Cubic follows (see the module doc).
@@ -93,6 +96,7 @@ impl Default for CubicConfig {
             fast_convergence: true,
             reno_friendly: true,
             variant: CubicVariant::Linux,
+            ack_clock: false,
         }
     }
 }
@@ -133,6 +137,14 @@ impl CubicConfig {
         self
     }
 
+    /// Lets the window follow the ACK clock in the datapath between reports
+    /// ([`WindowCore::with_ack_clock`]; off by default).
+    #[must_use]
+    pub fn ack_clock(mut self, on: bool) -> Self {
+        self.ack_clock = on;
+        self
+    }
+
     /// The parameters with out-of-range values replaced by the defaults.
     fn sanitized(self) -> Self {
         let d = Self::default();
@@ -161,6 +173,24 @@ impl AlgorithmConfig for CubicConfig {
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
         Box::new(Cubic::new(*self, start))
+    }
+}
+
+/// Cubic with its window following the ACK clock in the datapath ([`CubicConfig::ack_clock`]):
+/// the registry's variant `cubic-ackclock` (`docs/algorithms.md`, "The ACK clock in the
+/// datapath").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CubicAckClockConfig(pub CubicConfig);
+
+impl AlgorithmConfig for CubicAckClockConfig {
+    const NAME: &'static str = "cubic-ackclock";
+
+    fn programs(&self) -> &'static [&'static ProgramSpec] {
+        &window::PROGRAMS
+    }
+
+    fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
+        Box::new(Cubic::new(self.0.ack_clock(true), start).registered_as(Self::NAME))
     }
 }
 
@@ -203,7 +233,7 @@ impl Cubic {
             epoch: None,
             linux: LinuxCubic::default(),
         };
-        WindowCore::with_rule(rule, start)
+        WindowCore::with_rule(rule, start).with_ack_clock(cfg.ack_clock)
     }
 
     /// `K = cbrt((W_max - cwnd_epoch) / C)` (§4.2 eq. 2), seconds; 0 above `W_max`.
