@@ -519,12 +519,7 @@ mod tests {
         assert_eq!(variants, ["reno-ackclock", "cubic-ackclock"]);
         for name in variants {
             let e = r.get(name).unwrap();
-            let flow = e.config.build(&FlowStart {
-                sock_id: 1,
-                mss_bytes: 1448,
-                init_cwnd_bytes: 14_480,
-                seed: 0,
-            });
+            let flow = e.config.build(&crate::test_support::start(1448, 10));
             assert_eq!(flow.name(), name);
             assert!(!r.names().contains(&name));
             assert_eq!(r.resolve(name), Ok(name));

@@ -202,6 +202,7 @@ fn ca_increments(cwnd: u32, mss: u32, acked: u64) -> (u64, u64) {
 mod tests {
     use super::*;
     use crate::api::{Control, Measurement, Pacing};
+    use crate::test_support;
 
     const MSS: u32 = 1000;
 
@@ -364,15 +365,6 @@ mod tests {
         assert_eq!(r.ssthresh_bytes(), 50_000);
     }
 
-    fn start() -> FlowStart {
-        FlowStart {
-            sock_id: 1,
-            mss_bytes: MSS,
-            init_cwnd_bytes: 10 * MSS,
-            seed: 0,
-        }
-    }
-
     /// The program switch of `c`: its name and its `ssthresh` field.
     fn switch(c: &Control) -> (&'static str, Option<u32>) {
         let p = c.program.as_ref().expect("a program switch");
@@ -385,7 +377,7 @@ mod tests {
         use crate::programs::PER_RTT_URGENT_CLOCKED;
         let ss = PER_RTT_URGENT_CLOCKED.name;
         let mut r = reno(10).with_ack_clock(true);
-        let c = r.activate(&Handoff::flow_start(&start()));
+        let c = r.activate(&Handoff::flow_start(&test_support::start(MSS, 10)));
         assert_eq!(switch(&c), (ss, Some(u32::MAX)), "unbounded first slow start");
         assert!(r.slow_start_in_datapath());
         // The datapath grew the window ACK by ACK; the agent takes it and writes none.
@@ -434,7 +426,7 @@ mod tests {
             ssthresh_bytes: 40_000,
             in_first_slow_start: false,
             last_loss_us: Some(1),
-            ..Handoff::flow_start(&start())
+            ..Handoff::flow_start(&test_support::start(MSS, 10))
         });
         assert_eq!(switch(&c), (ss, Some(0)));
         assert!(!r.slow_start_in_datapath());
@@ -444,7 +436,7 @@ mod tests {
     fn a_timeout_in_the_datapaths_slow_start_halves_the_window_before_it() {
         use crate::programs::PER_RTT_URGENT_CLOCKED;
         let mut r = reno(10).with_ack_clock(true);
-        r.activate(&Handoff::flow_start(&start()));
+        r.activate(&Handoff::flow_start(&test_support::start(MSS, 10)));
         r.on_report(&Measurement {
             cwnd_bytes: 40_000,
             ..report(50_000, 30_000)
@@ -467,7 +459,7 @@ mod tests {
     #[test]
     fn without_ack_clock_nothing_changes() {
         let mut r = reno(10);
-        let c = r.activate(&Handoff::flow_start(&start()));
+        let c = r.activate(&Handoff::flow_start(&test_support::start(MSS, 10)));
         assert_eq!(
             c.program.map(|p| p.program.name),
             Some(crate::programs::PER_RTT_URGENT.name)
