@@ -356,8 +356,8 @@ impl<R: WindowRule> WindowCore<R> {
     /// - on a loss the datapath holds the window at what is in flight until the agent's
     ///   answer sets it.
     ///
-    /// What short flows and cellular links gain is in `docs/algorithms.md` ("The ACK clock in
-    /// the datapath").
+    /// What it gains, and how that depends on when the datapath applies a program's window,
+    /// is in `docs/algorithms/ack-clock.md`.
     #[must_use]
     pub fn with_ack_clock(mut self, on: bool) -> Self {
         self.ack_clock = on;

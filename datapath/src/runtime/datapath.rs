@@ -218,6 +218,7 @@ impl<T: Transport, C: Clock> Datapath<T, C> {
         };
 
         actions.control = Control::Agent;
+        actions.agent_cwnd_bytes = actions.cwnd_bytes;
         let mut report = false;
         match vm::run(program, &mut conn.regs, prims, now) {
             Ok(()) => {

@@ -85,6 +85,12 @@ pub struct Primitives {
 pub struct Actions {
     /// New congestion window, bytes.
     pub cwnd_bytes: Option<u32>,
+    /// The window before the program ran on this ACK, bytes: the agent's staged update, or
+    /// `None` if none came. It differs from [`Self::cwnd_bytes`] only when the program itself
+    /// wrote `Cwnd`. A datapath that runs programs after the ACK's transmissions (the eBPF
+    /// one: the fold runs in user space on the ACK's record) sends this ACK's segments at this
+    /// window and the program's from the next ACK.
+    pub agent_cwnd_bytes: Option<u32>,
     /// New pacing rate, bytes/s.
     pub rate_bytes_per_sec: Option<u32>,
     /// Who decided: the agent's program or the built-in fallback rule.

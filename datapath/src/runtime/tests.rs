@@ -144,9 +144,18 @@ fn ready_then_create_then_reports_every_third_ack() {
         Some(20_000),
         "Cwnd from CHANGE_PROG applies on the next ACK"
     );
+    assert_eq!(
+        a.agent_cwnd_bytes,
+        Some(20_000),
+        "the agent's, not the program's"
+    );
     assert!(!dp.invoke(sid, &ack(20_000)).expect("invoke").reported);
     let a = dp.invoke(sid, &ack(20_000)).expect("invoke");
     assert_eq!(a.cwnd_bytes, Some(40_000));
+    assert_eq!(
+        a.agent_cwnd_bytes, None,
+        "the program doubled the window; the agent set nothing"
+    );
     assert!(a.reported, "the third ACK's invocation sent the report");
     let reports = script.sent_of(msg_type::MEASURE);
     assert_eq!(reports.len(), 1);

@@ -36,10 +36,14 @@ pub struct TcpModel {
     /// measurements, as the kernel datapath's BPF ring buffer and bridge add one (each ACK's
     /// delay is drawn uniformly from `0..=` this, from the run's seed; the runtime's clock
     /// never goes back, so records read late are handled in a batch). Datapath programs see
-    /// it in `Micros`; the agent's answers apply from the next ACK either way. 0: every ACK
-    /// is handled at its own time, exactly (the simulator's earlier behaviour), so a program
-    /// that reports when `Micros` exceeds the last RTT sample meets exact ties on a path
-    /// whose RTT does not vary and reports a round late.
+    /// it in `Micros`; the agent's answers apply from the next ACK either way. A window a
+    /// program writes itself (in its fold) applies from the next ACK too, as on the eBPF
+    /// datapath, whose programs run on the ACK's record after the kernel has sent what the
+    /// ACK allowed. 0: every ACK is handled at its own time, exactly (the simulator's earlier
+    /// behaviour), and a program's own window applies on its ACK, as where the program runs
+    /// in the ACK's path (ccp-kernel); a program that reports when `Micros` exceeds the last
+    /// RTT sample then meets exact ties on a path whose RTT does not vary and reports a round
+    /// late.
     pub ccp_record_delay_ns: u64,
     /// The receiver's window ([`super::rwnd`]: Linux's receive-buffer autotuning), with the
     /// buffer growing to at most this many bytes (`tcp_rmem[2]`; the kernel testbed's is

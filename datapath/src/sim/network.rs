@@ -769,6 +769,7 @@ impl Simulation {
         if let Some(trace) = self.trace.as_mut() {
             trace_ack(trace.as_mut(), fl, &out, now, f);
         }
+        let mut program_cwnd = None;
         match &mut fl.control {
             Control::Ccp { sid } => {
                 let sid = *sid;
@@ -779,9 +780,18 @@ impl Simulation {
                     let delay = self.record_delay_rng.next_u64() % (max_delay + 1);
                     self.clock.set_ns(now + delay);
                 }
-                let a = self.dp.invoke(sid, &out.prims)?;
+                let mut a = self.dp.invoke(sid, &out.prims)?;
                 let fl = &mut self.flows[f];
                 fl.note_control(a.control, now);
+                if max_delay > 0 && a.cwnd_bytes != a.agent_cwnd_bytes.or(Some(out.prims.snd_cwnd))
+                {
+                    // The program wrote `Cwnd` on this ACK. As on the eBPF datapath, whose
+                    // programs run on the ACK's record after the kernel has sent what the
+                    // ACK allowed, this ACK sends at the window from before and the
+                    // program's applies from the next one.
+                    program_cwnd = a.cwnd_bytes;
+                    a.cwnd_bytes = a.agent_cwnd_bytes;
+                }
                 if let Some(c) = a.cwnd_bytes {
                     let c = c.max(fl.sender.mss_bytes());
                     if c != fl.sender.cwnd_bytes
@@ -827,6 +837,10 @@ impl Simulation {
             fl.result.completion_ns = Some(now);
         }
         self.pump(f);
+        if let Some(c) = program_cwnd {
+            let fl = &mut self.flows[f];
+            fl.sender.cwnd_bytes = c.max(fl.sender.mss_bytes());
+        }
         Ok(())
     }
 
