@@ -839,7 +839,14 @@ impl Simulation {
         self.pump(f);
         if let Some(c) = program_cwnd {
             let fl = &mut self.flows[f];
-            fl.sender.cwnd_bytes = c.max(fl.sender.mss_bytes());
+            let c = c.max(fl.sender.mss_bytes());
+            if c != fl.sender.cwnd_bytes
+                && let Some(t) = self.trace.as_mut()
+            {
+                use std::io::Write as _;
+                let _ = writeln!(t, "write,{now},{f},,,,,,,{c},,");
+            }
+            fl.sender.cwnd_bytes = c;
         }
         Ok(())
     }
