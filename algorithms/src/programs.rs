@@ -23,8 +23,9 @@
 //!     retransmissions do not go out as one burst at the old window while the agent's answer
 //!     is on its way (where the program runs in the ACK's path, as in ccp-kernel; on the eBPF
 //!     datapath it runs on the ACK's record in user space and the cut applies from the next
-//!     ACK); the report carries the window from before, and the answer sets the window. A loss or a timeout also sets `ssthresh` to 0: growth stops until the agent
-//!     installs the program again with a threshold (after a timeout).
+//!     ACK); the report carries the window from before, and the answer sets the window. A
+//!     loss or a timeout also sets `ssthresh` to 0: growth stops until the agent installs
+//!     the program again with a threshold (after a timeout).
 //! - [`PER_HALF_RTT`]: the same, reporting every half RTT (and not at once on a loss): the
 //!   report's minimum RTT is then the minimum over the last `RTT / 2`, Copa's `RTTstanding`,
 //!   and a per-ACK rule acts twice per RTT instead of once.

@@ -55,6 +55,14 @@ impl RenoConfig {
         self.ack_clock = on;
         self
     }
+
+    fn flow(&self, start: &FlowStart) -> Reno {
+        let mut start = *start;
+        if let Some(iw) = self.init_cwnd_bytes {
+            start.init_cwnd_bytes = iw;
+        }
+        Reno::new(&start).with_ack_clock(self.ack_clock)
+    }
 }
 
 impl AlgorithmConfig for RenoConfig {
@@ -66,16 +74,6 @@ impl AlgorithmConfig for RenoConfig {
 
     fn build(&self, start: &FlowStart) -> Box<dyn Algorithm> {
         Box::new(self.flow(start))
-    }
-}
-
-impl RenoConfig {
-    fn flow(&self, start: &FlowStart) -> Reno {
-        let mut start = *start;
-        if let Some(iw) = self.init_cwnd_bytes {
-            start.init_cwnd_bytes = iw;
-        }
-        Reno::new(&start).with_ack_clock(self.ack_clock)
     }
 }
 
