@@ -783,7 +783,9 @@ impl Simulation {
                 let mut a = self.dp.invoke(sid, &out.prims)?;
                 let fl = &mut self.flows[f];
                 fl.note_control(a.control, now);
-                if max_delay > 0 && a.cwnd_bytes != a.agent_cwnd_bytes.or(Some(out.prims.snd_cwnd))
+                if max_delay > 0
+                    && a.control == RuntimeControl::Agent
+                    && a.cwnd_bytes != a.agent_cwnd_bytes.or(Some(out.prims.snd_cwnd))
                 {
                     // The program wrote `Cwnd` on this ACK. As on the eBPF datapath, whose
                     // programs run on the ACK's record after the kernel has sent what the
