@@ -4,10 +4,12 @@
 //!
 //! - on a clean path a short flow finishes about when the datapath's own Reno or Cubic does,
 //!   sooner than with the agent's slow start (one window step per report); exactly then where
-//!   the program runs in the ACK's own path (ccp-kernel: `TcpModel::ccp_record_delay_ns` 0),
+//!   the program runs in the ACK's own path (ccp-kernel: `TcpModel::ccp_inline_programs`),
 //!   a few ACKs later on the eBPF datapath's timing (the default model), where a program's
 //!   window applies from the next ACK;
 //! - in a shallow buffer a short flow finishes sooner than with the agent's window;
+//! - the cut on lost ACKs saves retransmissions where the program runs in the ACK's own path,
+//!   not one ACK late;
 //! - the first loss ends the slow start: a long flow then behaves as the agent's algorithm
 //!   says, with no window growth left in the datapath.
 
@@ -93,7 +95,7 @@ fn a_short_flow_finishes_as_the_datapaths_own_slow_start_finishes_it() {
     // kB the last round overflows it and the loss recoveries differ).
     let size = Some(100_000);
     let in_ack_path = TcpModel {
-        ccp_record_delay_ns: 0,
+        ccp_inline_programs: true,
         ..TcpModel::default()
     };
     let clocked = |model| {
@@ -194,4 +196,45 @@ fn the_first_loss_ends_the_datapaths_slow_start_for_good() {
         td > 0.9 * tp,
         "throughput {td:.0} b/s with the datapath's slow start, {tp:.0} b/s with the agent's"
     );
+}
+
+#[test]
+fn the_loss_rule_saves_retransmissions_only_in_the_acks_own_path() {
+    // A 2 Mbit/s, 16 ms path with a 2-packet buffer (the T-Mobile UMTS downlink's condition
+    // of `docs/algorithms/ack-clock.md`, at a constant rate), flows of 20-200 kB: slow start
+    // loses a burst at its first overflow. Where the program runs in the ACK's path, the cut
+    // to what is in flight holds the retransmissions back on the ACK that found the loss; one
+    // ACK late, on the eBPF timing, they leave at the old window and the buffer drops them
+    // again.
+    let in_ack_path = TcpModel {
+        ccp_inline_programs: true,
+        ..TcpModel::default()
+    };
+    let retransmits = |reno: bool, model: TcpModel| -> u64 {
+        (20_000..=200_000)
+            .step_by(15_000)
+            .map(|size| {
+                let mut cfg = config_with_buffer(Scheme::Reno, Some(size), 10, 3_028);
+                cfg.link.rate = LinkRate::Constant { bps: 2_000_000 };
+                cfg.flows[0].one_way_delay_ns = 8 * MS;
+                let r = if reno {
+                    run_ccp_in(RenoConfig::default().ack_clock(true), cfg, model)
+                } else {
+                    run_ccp_in(CubicConfig::default().ack_clock(true), cfg, model)
+                };
+                assert!(r.flows[0].completion_ns.is_some(), "{size} B completes");
+                r.flows[0].retransmits
+            })
+            .sum()
+    };
+    for (name, reno) in [("reno-ackclock", true), ("cubic-ackclock", false)] {
+        let (inline, ebpf) = (
+            retransmits(reno, in_ack_path),
+            retransmits(reno, TcpModel::default()),
+        );
+        assert!(
+            inline * 20 < ebpf * 17,
+            "{name}: {inline} retransmissions in the ACK's path, {ebpf} one ACK late"
+        );
+    }
 }

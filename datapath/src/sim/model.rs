@@ -36,15 +36,17 @@ pub struct TcpModel {
     /// measurements, as the kernel datapath's BPF ring buffer and bridge add one (each ACK's
     /// delay is drawn uniformly from `0..=` this, from the run's seed; the runtime's clock
     /// never goes back, so records read late are handled in a batch). Datapath programs see
-    /// it in `Micros`; the agent's answers apply from the next ACK either way. A window a
-    /// program writes itself (in its fold) applies from the next ACK too, as on the eBPF
-    /// datapath, whose programs run on the ACK's record after the kernel has sent what the
-    /// ACK allowed. 0: every ACK is handled at its own time, exactly (the simulator's earlier
-    /// behaviour), and a program's own window applies on its ACK, as where the program runs
-    /// in the ACK's path (ccp-kernel); a program that reports when `Micros` exceeds the last
-    /// RTT sample then meets exact ties on a path whose RTT does not vary and reports a round
-    /// late.
+    /// it in `Micros`; the agent's answers apply from the next ACK either way. 0: every ACK
+    /// is handled at its own time, exactly (the simulator's earlier behaviour); a program
+    /// that reports when `Micros` exceeds the last RTT sample then meets exact ties on a path
+    /// whose RTT does not vary and reports a round late.
     pub ccp_record_delay_ns: u64,
+    /// CCP flows: the datapath runs its programs inside its ACK processing, as ccp-kernel
+    /// does (`cong_control` before the kernel sends what the ACK allows), so a window a
+    /// program writes itself (in its fold) applies on the ACK that ran it. Off, the default:
+    /// as on this project's eBPF datapath, whose programs run on the ACK's record after the
+    /// kernel has sent what the ACK allowed, such a window applies from the next ACK.
+    pub ccp_inline_programs: bool,
     /// The receiver's window ([`super::rwnd`]: Linux's receive-buffer autotuning), with the
     /// buffer growing to at most this many bytes (`tcp_rmem[2]`; the kernel testbed's is
     /// [`RMEM_MAX_BYTES`]). 0, the default: no receive window, only the congestion window
@@ -71,6 +73,7 @@ impl Default for TcpModel {
             linux_rto: true,
             rack_tlp: true,
             ccp_record_delay_ns: CCP_RECORD_DELAY_NS,
+            ccp_inline_programs: false,
             rmem_max_bytes: 0,
             sack_compression: true,
         }
@@ -88,9 +91,10 @@ impl TcpModel {
     }
 
     /// The simulator's model before delayed ACKs, Linux recovery, the token burst, Linux's
-    /// RTO, RACK-TLP and SACK compression: every packet acknowledged at once, the time-based
-    /// one-cut-per-RTT loss response, plain serialization, `max(srtt + 4 rttvar, 200 ms)`,
-    /// RFC 9002 thresholds.
+    /// RTO, RACK-TLP, SACK compression and the CCP datapath's timing: every packet
+    /// acknowledged at once, the time-based one-cut-per-RTT loss response, plain
+    /// serialization, `max(srtt + 4 rttvar, 200 ms)`, RFC 9002 thresholds, every CCP record
+    /// handled at its ACK's time and a program's window on its own ACK.
     pub fn legacy() -> Self {
         Self {
             delayed_ack: false,
@@ -99,6 +103,7 @@ impl TcpModel {
             linux_rto: false,
             rack_tlp: false,
             ccp_record_delay_ns: 0,
+            ccp_inline_programs: true,
             rmem_max_bytes: 0,
             sack_compression: false,
         }

@@ -783,7 +783,7 @@ impl Simulation {
                 let mut a = self.dp.invoke(sid, &out.prims)?;
                 let fl = &mut self.flows[f];
                 fl.note_control(a.control, now);
-                if max_delay > 0
+                if !self.model.ccp_inline_programs
                     && a.control == RuntimeControl::Agent
                     && a.cwnd_bytes != a.agent_cwnd_bytes.or(Some(out.prims.snd_cwnd))
                 {
@@ -795,14 +795,7 @@ impl Simulation {
                     a.cwnd_bytes = a.agent_cwnd_bytes;
                 }
                 if let Some(c) = a.cwnd_bytes {
-                    let c = c.max(fl.sender.mss_bytes());
-                    if c != fl.sender.cwnd_bytes
-                        && let Some(t) = self.trace.as_mut()
-                    {
-                        use std::io::Write as _;
-                        let _ = writeln!(t, "write,{now},{f},,,,,,,{c},,");
-                    }
-                    fl.sender.cwnd_bytes = c;
+                    set_ccp_cwnd(fl, c, self.trace.as_mut(), now, f);
                 }
                 if let Some(r) = a.rate_bytes_per_sec {
                     // u32::MAX is how an algorithm says "unpaced" (Rate = 0 is ignored).
@@ -840,15 +833,7 @@ impl Simulation {
         }
         self.pump(f);
         if let Some(c) = program_cwnd {
-            let fl = &mut self.flows[f];
-            let c = c.max(fl.sender.mss_bytes());
-            if c != fl.sender.cwnd_bytes
-                && let Some(t) = self.trace.as_mut()
-            {
-                use std::io::Write as _;
-                let _ = writeln!(t, "write,{now},{f},,,,,,,{c},,");
-            }
-            fl.sender.cwnd_bytes = c;
+            set_ccp_cwnd(&mut self.flows[f], c, self.trace.as_mut(), now, f);
         }
         Ok(())
     }
@@ -930,6 +915,24 @@ impl Simulation {
         }
         self.schedule(self.now + self.cfg.sample_interval_ns, Ev::Sample);
     }
+}
+
+/// Sets CCP flow `f`'s window to `cwnd_bytes` (at least one segment), as the agent or the
+/// flow's program wrote it, and records a change in the per-ACK trace ([`TRACE_DIR_ENV`]).
+fn set_ccp_cwnd(
+    fl: &mut FlowState,
+    cwnd_bytes: u32,
+    trace: Option<&mut Box<dyn std::io::Write + Send>>,
+    now: u64,
+    f: usize,
+) {
+    let c = cwnd_bytes.max(fl.sender.mss_bytes());
+    if c != fl.sender.cwnd_bytes
+        && let Some(t) = trace
+    {
+        let _ = writeln!(t, "write,{now},{f},,,,,,,{c},,");
+    }
+    fl.sender.cwnd_bytes = c;
 }
 
 /// One ACK of flow `f` in the per-ACK trace ([`TRACE_DIR_ENV`]).
