@@ -262,6 +262,25 @@ fn records_control_and_fallback() {
 }
 
 #[test]
+fn a_second_load_says_another_process_holds_ccp() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(first) = load_or_skip("a_second_load_says_another_process_holds_ccp") else {
+        return;
+    };
+    let e = KernelDatapath::load().expect_err("`ccp` is registered once");
+    assert!(
+        matches!(e, ccp_datapath::kernel::KernelError::InUse) && !e.is_unavailable(),
+        "{e}"
+    );
+    assert!(e.to_string().contains("another process"), "{e}");
+    drop(first);
+    // Unregistered on drop: it loads again.
+    drop(KernelDatapath::load().expect("`ccp` loads again once unregistered"));
+}
+
+#[test]
 fn aimd_agent_drives_a_kernel_flow() {
     let _turn = ONE_AT_A_TIME
         .lock()

@@ -116,6 +116,15 @@ pub enum KernelError {
     /// An argument the kernel would refuse (a CCA name too long, an empty range, ...).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// Another process has registered the congestion control `ccp` (a `ccp-eval --datapath
+    /// kernel` run or a `ccp-agent` on the kernel datapath): one holds it at a time.
+    #[error(
+        "the congestion control `{CCA_NAME}` is already registered \
+         (net.ipv4.tcp_available_congestion_control lists it): another process holds the \
+         kernel datapath (a `ccp-eval --datapath kernel` run or a `ccp-agent` on it); one at \
+         a time"
+    )]
+    InUse,
 }
 
 impl KernelError {
@@ -162,7 +171,7 @@ impl KernelError {
                 std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
             ),
             Self::NoCgroup2 => true,
-            Self::MissingMap(_) | Self::Invalid(_) => false,
+            Self::MissingMap(_) | Self::Invalid(_) | Self::InUse => false,
         }
     }
 }
@@ -176,6 +185,13 @@ pub struct KernelStats {
     pub user_acks: u64,
     /// ACKs handled by the in-BPF fallback rule.
     pub fallback_acks: u64,
+}
+
+/// Whether the kernel lists a congestion control named `name` as available (false when the
+/// list cannot be read).
+fn registered(name: &str) -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .is_ok_and(|list| list.split_whitespace().any(|n| n == name))
 }
 
 /// The loaded `ccp` congestion control: records in, controls out. Unregisters on drop.
@@ -216,8 +232,13 @@ impl KernelDatapath {
                 .maps_mut()
                 .find(|m| m.name() == "ccp_ops")
                 .ok_or(KernelError::MissingMap("ccp_ops"))?;
-            ops.attach_struct_ops()
-                .map_err(KernelError::bpf("registering tcp_congestion_ops `ccp`"))?
+            ops.attach_struct_ops().map_err(|e| {
+                if registered(CCA_NAME) {
+                    KernelError::InUse
+                } else {
+                    KernelError::bpf("registering tcp_congestion_ops `ccp`")(e)
+                }
+            })?
         };
         let decoded = Rc::new(RefCell::new(Vec::with_capacity(4096)));
         let sink = Rc::clone(&decoded);
