@@ -278,6 +278,7 @@ fn probe(ctx: &PolicyContext<'_>) -> Result<PolicyFactory, PolicyError> {
             delegate: None,
             drain: default_drain(),
             memory: default_memory(),
+            short: ccp_selector::probe::default_short(),
         },
     );
     Ok(Arc::new(move |flow: &FlowContext<'_>| {

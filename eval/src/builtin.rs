@@ -90,6 +90,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../scenarios/selection-bench-test12.toml"),
     ),
     (
+        "selection-bench-test13",
+        include_str!("../scenarios/selection-bench-test13.toml"),
+    ),
+    (
+        "selection-bench-test14",
+        include_str!("../scenarios/selection-bench-test14.toml"),
+    ),
+    (
         "selection-recurring",
         include_str!("../scenarios/selection-recurring.toml"),
     ),

@@ -34,7 +34,7 @@ mod probe_settings;
 pub use probe_settings::{
     probe_delegate, probe_drain, probe_gates, probe_handovers, probe_kind, probe_kind_afresh,
     probe_kind_dir, probe_kind_skips, probe_later, probe_later_kind, probe_margin, probe_memory,
-    probe_models, probe_models_dir, probe_rules, probe_trial, probe_watch,
+    probe_models, probe_models_dir, probe_rules, probe_short, probe_trial, probe_watch,
 };
 
 /// Scheme: the selector with Rein's rules.
@@ -554,6 +554,7 @@ fn deployed_probe(log: &Arc<SelectorLog>, port: Option<u16>) -> Option<Named<Pro
                 delegate: probe_delegate(),
                 drain: probe_drain(),
                 memory: probe_memory(),
+                short: probe_short(),
             },
             log,
             port,

@@ -34,6 +34,8 @@ const SET_GROUPS: [&[&str]; 3] = [
         "selection-bench-test10",
         "selection-bench-test11",
         "selection-bench-test12",
+        "selection-bench-test13",
+        "selection-bench-test14",
         "selection-recurring-test",
     ],
     &[
@@ -239,7 +241,9 @@ fn small_bench_scores_each_class_by_its_objective_and_reports_headroom() {
 /// the kind model's skip box), and the tenth (`selection-bench-test10`, the first with the
 /// recorded web class), and the eleventh and twelfth (`selection-bench-test11` and `-test12`,
 /// drawn to test the rule to ARC for a lossy probe of a fast, short path; the eleventh shares
-/// one path with the third, under other traffic, which the check below allows). The kind model's
+/// one path with the third, under other traffic, which the check below allows), and the
+/// thirteenth and fourteenth (`selection-bench-test13` and `-test14`, drawn to test the path
+/// memory's verdicts of short flows, in a first form and as finally chosen). The kind model's
 /// training sets (`competition-train2`, `lone-train`) are two more draws like the training
 /// sets: nothing shared with the others, trace seconds from the same first half. The
 /// recurring-flow sets of the path memory (`selection-recurring` and its test twin) are two
@@ -310,7 +314,11 @@ fn the_sets_have_the_benchs_classes() {
         load("selection-bench-test10"),
         load("selection-bench-test11"),
     );
-    let test12 = load("selection-bench-test12");
+    let (test12, test13) = (
+        load("selection-bench-test12"),
+        load("selection-bench-test13"),
+    );
+    let test14 = load("selection-bench-test14");
     assert_eq!(
         classes(&val),
         classes(&test),
@@ -346,6 +354,8 @@ fn the_sets_have_the_benchs_classes() {
     assert_eq!(classes(&test10), classes(&test4));
     assert_eq!(classes(&test11), classes(&test4));
     assert_eq!(classes(&test12), classes(&test4));
+    assert_eq!(classes(&test13), classes(&test4));
+    assert_eq!(classes(&test14), classes(&test4));
     assert_eq!(classes(&val).len(), 6);
     assert!(classes(&val).values().all(|&n| n >= 10));
     assert_eq!(

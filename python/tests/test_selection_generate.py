@@ -1,7 +1,7 @@
 """The selection sets built into `ccp-eval` are what `eval/selection/generate.py` draws: the
-recurring-flow sets, the third and fourth validation sets and the fourth to twelfth test sets are
+recurring-flow sets, the third and fourth validation sets and the fourth to fourteenth test sets are
 regenerated with the arguments `docs/selector/path-memory.md` and `docs/selector.md` give and
-must match the files byte for byte (the tenth to twelfth with the recorded web class,
+must match the files byte for byte (the tenth to fourteenth with the recorded web class,
 `docs/selector/web-class.md`), and each recurring flow is sized to its path."""
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ def test_the_recurring_sets_are_the_generators_draws(name, seed, seeds, segment,
     ("selection-bench-test10", "2301", "2301,2302,2303", "0.75,1.0", "recorded"),
     ("selection-bench-test11", "2401", "2401,2402,2403", "0.75,1.0", "recorded"),
     ("selection-bench-test12", "2501", "2501,2502,2503", "0.75,1.0", "recorded"),
+    ("selection-bench-test13", "2601", "2601,2602,2603", "0.75,1.0", "recorded"),
+    ("selection-bench-test14", "2701", "2701,2702,2703", "0.75,1.0", "recorded"),
 ])
 def test_the_newer_sets_are_the_generators_draws(name, seed, seeds, segment, web_class, capsys):
     stored = scenario_text(name)

@@ -288,6 +288,19 @@ pub fn probe_memory() -> Option<probe::Memory> {
     )
 }
 
+/// The short flows' verdicts of `selector-probe`'s path memory
+/// ([`probe::ProbeOptions::short`]): `$CCP_PROBE_SHORT` = `off` (none) or
+/// `<agree>:<reprobe every>:<rule>` ([`probe::ShortFlows::parse`], e.g.
+/// `2:8:vivace:loss_per_kpkt=600..`), else [`probe::default_short`]. A value that cannot be
+/// used is reported and ignored.
+pub fn probe_short() -> Option<probe::ShortFlows> {
+    option_from_env(
+        "CCP_PROBE_SHORT",
+        probe::ShortFlows::parse,
+        probe::default_short,
+    )
+}
+
 /// The setting `var` asks for: unset, `default`; `off`, none; else what `parse` reads from it
 /// (a value it refuses is reported and `default` used).
 fn option_from_env<T>(

@@ -18,7 +18,9 @@
 //! `docs/selector/path-memory.md`). Every `reprobe_every`-th flow of a group probes anyway,
 //! so a path that changed is seen within that many flows. Left out: TCP-RL's grouping by ISP and
 //! province (no geolocation database here) and its jitter test for a group; a flow started
-//! from memory gives no verdict (it did not probe), so only probing flows teach the table.
+//! from memory gives no verdict (it did not probe), so only probing flows teach the table:
+//! those whose probe ended, and, with [`ShortFlows`], those that ended first, whose verdicts
+//! are kept apart and agree among themselves (`docs/selector/short-flows.md`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
@@ -118,8 +120,13 @@ struct Group {
     born: u64,
     last_use: u64,
     flows: u64,
-    /// The last verdicts, oldest first.
+    /// The last verdicts of probing flows, oldest first.
     verdicts: VecDeque<Verdict>,
+    /// The last verdicts of flows that ended before their probe did ([`ShortFlows`]), oldest
+    /// first.
+    shorts: VecDeque<Verdict>,
+    /// Verdicts recorded so far (each verdict's `at`).
+    recorded: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -129,12 +136,64 @@ struct Verdict {
     candidate: &'static str,
     /// Its probe's queue stayed up enough for the verdict to be used ([`Memory::min_drained`]).
     usable: bool,
+    /// When it was recorded, in the group's verdicts (a replacement counts as new).
+    at: u64,
+}
+
+/// Verdicts of flows that end before their probe does: what such flows to a destination met
+/// decides where the next ones start (`super::ProbeOptions::short`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShortFlows {
+    /// A short flow whose reports so far fall inside the rule's box gives the rule's
+    /// candidate as its verdict; one outside it gives none.
+    pub rule: super::ProbeRule,
+    /// How many of a group's last verdicts must be short flows' naming the same candidate (at
+    /// least 1).
+    pub agree: usize,
+    /// Every this many flows of a group (the first included) probe whatever the short flows'
+    /// verdicts say (at least 1).
+    pub reprobe_every: u64,
+}
+
+impl ShortFlows {
+    /// Parses `<agree>:<reprobe every>:<rule>`, the rule as [`super::ProbeRule::parse`]
+    /// reads it, e.g. `2:8:vivace:loss_per_kpkt=600..`.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let err = |why: String| {
+            format!(
+                "{spec:?}: {why}; expected <agree >= 1>:<reprobe every >= 1>:<rule>, e.g. \
+                 2:8:vivace:loss_per_kpkt=600.."
+            )
+        };
+        let mut parts = spec.trim().splitn(3, ':');
+        let (Some(agree), Some(every), Some(rule)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(err("too few parts".into()));
+        };
+        let count = |v: &str| {
+            v.trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=64).contains(n))
+        };
+        let (Some(agree), Some(every)) = (count(agree), count(every)) else {
+            return Err(err("agree and reprobe every are whole numbers 1-64".into()));
+        };
+        let rule = super::ProbeRule::parse(rule).map_err(err)?;
+        Ok(Self {
+            rule,
+            agree: agree as usize,
+            reprobe_every: every,
+        })
+    }
 }
 
 /// The verdicts of every group: shared by the flows of one selector.
 #[derive(Debug)]
 pub struct Groups {
     memory: Memory,
+    /// [`ShortFlows`]' agreement and re-probe cadence, when short flows give verdicts.
+    short: Option<(usize, u64)>,
     table: Mutex<Table>,
 }
 
@@ -163,8 +222,17 @@ impl Groups {
     pub fn new(memory: Memory) -> Self {
         Self {
             memory,
+            short: None,
             table: Mutex::new(Table::default()),
         }
+    }
+
+    /// The table, with the verdicts of flows that end before their probe does used as
+    /// `short` says (its agreement and re-probe cadence; [`Self::record_short`]).
+    #[must_use]
+    pub fn with_short(mut self, short: &ShortFlows) -> Self {
+        self.short = Some((short.agree.max(1), short.reprobe_every.max(1)));
+        self
     }
 
     /// How a new `mode` flow to `ip` starts, when probing starts it on `start`.
@@ -194,6 +262,13 @@ impl Groups {
         {
             return Start::Remembered(c);
         }
+        if let Some((agree, every)) = self.short
+            && !flow.is_multiple_of(every)
+            && let Some(c) = agreed_short(g, agree)
+            && c != start
+        {
+            return Start::Remembered(c);
+        }
         Start::Probe(Some(Ticket { key, born, flow }))
     }
 
@@ -202,12 +277,29 @@ impl Groups {
     /// watch's move, made on a queue that never drained). It replaces the verdict the flow gave
     /// before, if still kept (the watch's move after the probe's stay).
     pub fn record(&self, ticket: &Ticket, candidate: &'static str, drained: f64) {
+        let usable = drained >= self.memory.min_drained;
         let keep = self.memory.agree.max(1);
-        let verdict = Verdict {
-            flow: ticket.flow,
-            candidate,
-            usable: drained >= self.memory.min_drained,
-        };
+        self.push(ticket, candidate, usable, keep, |g| &mut g.verdicts);
+    }
+
+    /// Records `candidate` as the verdict of the flow holding `ticket`, a flow that ended
+    /// before its probe did ([`ShortFlows`]): later flows start on it once the group's last
+    /// verdicts are as many such verdicts as [`Self::with_short`] asks, all naming it.
+    pub fn record_short(&self, ticket: &Ticket, candidate: &'static str) {
+        let keep = self.short.map_or(1, |(agree, _)| agree);
+        self.push(ticket, candidate, true, keep, |g| &mut g.shorts);
+    }
+
+    /// Keeps the verdict of the flow holding `ticket` in the group's list `list` picks (at
+    /// most `keep` of them), replacing the flow's earlier one there.
+    fn push(
+        &self,
+        ticket: &Ticket,
+        candidate: &'static str,
+        usable: bool,
+        keep: usize,
+        list: fn(&mut Group) -> &mut VecDeque<Verdict>,
+    ) {
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         // A group forgotten since the flow started (and perhaps made again) takes no verdict
         // from it.
@@ -218,13 +310,21 @@ impl Groups {
         else {
             return;
         };
-        if let Some(v) = g.verdicts.iter_mut().find(|v| v.flow == ticket.flow) {
+        g.recorded += 1;
+        let verdict = Verdict {
+            flow: ticket.flow,
+            candidate,
+            usable,
+            at: g.recorded,
+        };
+        let verdicts = list(g);
+        if let Some(v) = verdicts.iter_mut().find(|v| v.flow == ticket.flow) {
             *v = verdict;
             return;
         }
-        g.verdicts.push_back(verdict);
-        while g.verdicts.len() > keep {
-            g.verdicts.pop_front();
+        verdicts.push_back(verdict);
+        while verdicts.len() > keep.max(1) {
+            verdicts.pop_front();
         }
     }
 }
@@ -240,6 +340,16 @@ fn agreed(verdicts: &VecDeque<Verdict>, agree: usize) -> Option<&'static str> {
     let first = last.next().filter(|v| v.usable)?;
     last.all(|v| v.usable && v.candidate == first.candidate)
         .then_some(first.candidate)
+}
+
+/// The candidate the group's last `agree` short flows' verdicts all name, if they do, there
+/// are that many and no probing flow gave a verdict since.
+fn agreed_short(g: &Group, agree: usize) -> Option<&'static str> {
+    let newest = g.shorts.back()?;
+    if g.verdicts.back().is_some_and(|v| v.at > newest.at) {
+        return None;
+    }
+    agreed(&g.shorts, agree)
 }
 
 #[cfg(test)]

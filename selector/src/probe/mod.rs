@@ -62,7 +62,7 @@ pub use drain::Drain;
 use features::{DRAINED, LOSS};
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
 pub use kind::{KindModel, KindSample};
-pub use memory::{Groups, Memory};
+pub use memory::{Groups, Memory, ShortFlows};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
 pub use part::Part;
 pub use rule::{FeatureBox, FeatureRange, ProbeRule, default_rules};
@@ -261,6 +261,54 @@ pub fn default_memory() -> Option<Memory> {
     })
 }
 
+/// The short flows' verdicts deployed flows use ([`ProbeOptions::short`]): when the last two
+/// verdicts of a destination are short flows' that lost at least 500 packets per thousand
+/// delivered, at a mean rate of at most 1 Mbit/s, with an RTT that rose to at least 1.3 times
+/// its floor, its next flows start on Vivace, every eighth probing again.
+///
+/// Why: web-like flows mostly end before the probe does (1.5 s), so the probe's choice never
+/// reaches them and they run their start, Copa. Over the recorded cellular links where Copa's
+/// web-like flows lose many packets (slow EVDO and UMTS links, LTE uplinks in shallow buffers)
+/// Vivace finishes them sooner (measured, not traced to a cause): run whole, +0.2 to +0.7 per
+/// condition there, but far below Copa where they lose little. The rate and RTT bounds keep
+/// out web-like flows that lose as much beside long Cubic flows on wired paths (the older
+/// sets' web class), where Vivace lost (`docs/selector/short-flows.md`).
+///
+/// Chosen on the web classes of three drawn sets (generator seeds 7001, 7101, 7201) and of the
+/// tenth to twelfth test sets (recorded links: +0.020 per web condition, all six better) and
+/// of five older sets (wired web-like flows: -0.002, at most one condition worse per set).
+/// A first form without the rate and RTT bounds was tested on the thirteenth test set
+/// (+0.0080 per condition, web +0.048) but lost on every older set's wired web class (-0.032
+/// per web condition). The final form, tested once on the fourteenth test set, drawn for it
+/// with the decision written first: +0.0043 per condition (+0.0004 to +0.0082), web +0.026
+/// with 8 conditions better and 1 worse, no other class changed.
+pub fn default_short() -> Option<ShortFlows> {
+    Some(ShortFlows {
+        rule: ProbeRule {
+            candidate: "vivace".into(),
+            ranges: vec![
+                FeatureRange {
+                    feature: LOSS,
+                    min: 500.0,
+                    max: f64::INFINITY,
+                },
+                FeatureRange {
+                    feature: features::RATE_MEAN,
+                    min: f64::NEG_INFINITY,
+                    max: 1.0,
+                },
+                FeatureRange {
+                    feature: features::RTT_RATIO_MAX,
+                    min: 1.3,
+                    max: f64::INFINITY,
+                },
+            ],
+        },
+        agree: 2,
+        reprobe_every: 8,
+    })
+}
+
 /// The gates deployed flows pass: none (measured, not deployed: [`QueueGate`]).
 pub fn default_gates() -> Vec<QueueGate> {
     Vec::new()
@@ -379,6 +427,11 @@ pub struct ProbeOptions {
     /// Flows of the switching modes to a destination whose last probing flows gave a usable
     /// verdict start on it ([`memory`]).
     pub memory: Option<Memory>,
+    /// With `memory`: a probing flow that ends before its probe does gives its destination
+    /// the rule's candidate as its verdict when the features of its reports so far fall
+    /// inside the rule's box (otherwise no verdict, as before), and the next flows to it start
+    /// on the candidate once enough such verdicts agree ([`memory::ShortFlows`]).
+    pub short: Option<ShortFlows>,
 }
 
 impl Probe {
@@ -396,7 +449,10 @@ impl Probe {
         options: ProbeOptions,
     ) -> Arc<Self> {
         let groups = match (&choice, options.memory) {
-            (ProbeChoice::Predict { .. }, Some(m)) => Some(Arc::new(Groups::new(m))),
+            (ProbeChoice::Predict { .. }, Some(m)) => Some(Arc::new(match &options.short {
+                Some(short) => Groups::new(m).with_short(short),
+                None => Groups::new(m),
+            })),
             _ => None,
         };
         Arc::new(Self {
@@ -461,9 +517,16 @@ impl Probe {
             _ => None,
         };
         let drain = self.options.drain.filter(|_| predicting);
+        let short = self
+            .options
+            .short
+            .as_ref()
+            .filter(|_| ticket.is_some())
+            .map(|s| s.rule.clone());
         ProbePolicy {
             delegate,
             drain,
+            short,
             memory: self.groups.clone().zip(ticket),
             remembered: remembered.is_some(),
             later: false,
@@ -495,6 +558,9 @@ pub struct ProbePolicy {
     /// The drain a default-mode flow that keeps its start makes at the probe's end
     /// ([`drain`]).
     drain: Option<Drain>,
+    /// The rule that gives the path memory a verdict if the flow ends before its probe does
+    /// ([`ProbeOptions::short`]).
+    short: Option<ProbeRule>,
     /// Where the flow's verdict goes ([`memory`]): the table and the flow's ticket.
     memory: Option<(Arc<Groups>, memory::Ticket)>,
     /// The flow started on its destination's verdict and did not probe.
@@ -522,6 +588,25 @@ pub struct ProbePolicy {
     scores: Vec<f64>,
     /// The part that made the latest decision.
     by: Part,
+}
+
+/// A flow whose policy goes (the flow closed) before its probe ended gives the path memory
+/// the short-flow rule's verdict when the rule's box holds its features so far
+/// ([`ProbeOptions::short`]).
+impl Drop for ProbePolicy {
+    fn drop(&mut self) {
+        let (Some(rule), Some((groups, ticket))) = (&self.short, &self.memory) else {
+            return;
+        };
+        if self.chosen.is_some() || self.stage.is_some() || self.stats.reports() == 0 {
+            return;
+        }
+        if rule.holds(&self.stats.features())
+            && let Some(name) = self.names.iter().find(|n| **n == rule.candidate)
+        {
+            groups.record_short(ticket, name);
+        }
+    }
 }
 
 impl ProbePolicy {

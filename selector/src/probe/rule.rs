@@ -215,8 +215,7 @@ impl fmt::Display for ProbeRule {
 ///    `decisions.csv` (+0.0038 per condition, 95 % interval +0.0012 to +0.0072, 9 better and 2
 ///    worse; 60 or 100 ms: +0.0023 and +0.0024; 40 or 150 per thousand: +0.0038 and
 ///    +0.0035); `selection-train` -0.0001; `tcprl-288` top 3 in 91.7 % of conditions (87.5 %
-///    without), mean reward -0.9502 (-0.9603) (`docs/selector.md`, "Long lossy probes keep
-///    their start").
+///    without), mean reward -0.9502 (-0.9603) (`docs/selector/long-lossy-probes.md`).
 pub fn default_rules() -> Vec<ProbeRule> {
     let within = |feature, min, max| FeatureRange { feature, min, max };
     let from = |feature, min| within(feature, min, f64::INFINITY);

@@ -41,6 +41,7 @@ fn delegating(gate: &str, max_swaps: u32) -> (Arc<Probe>, Arc<std::sync::atomic:
             delegate: Some(delegate),
             drain: None,
             memory: None,
+            short: None,
         },
     );
     (probe, seen)
@@ -160,6 +161,7 @@ fn draining(drain: &str) -> Arc<Probe> {
             delegate: None,
             drain: Some(Drain::parse(drain).unwrap()),
             memory: None,
+            short: None,
         },
     )
 }
@@ -288,6 +290,7 @@ fn remembering(memory: Memory, watches: Vec<Watch>) -> Arc<Probe> {
             delegate: None,
             drain: None,
             memory: Some(memory),
+            short: None,
         },
     )
 }
@@ -373,4 +376,126 @@ fn the_deployed_memory_uses_only_verdicts_made_over_a_standing_queue() {
         ..FlowContext::for_candidates(&NAMES)
     };
     assert!(!probe.policy(&elsewhere).remembered());
+}
+
+/// A flow of the default mode that sends five reports (a quarter second of a 1-s probe),
+/// each of 43 segments delivered and `lost` lost, and closes; whether it started from memory.
+fn short_flow(probe: &Probe, lost: u64) -> bool {
+    short_flow_to(probe, &FlowContext::for_candidates(&NAMES), lost)
+}
+
+/// [`short_flow`] to `ctx`'s destination.
+fn short_flow_to(probe: &Probe, ctx: &FlowContext<'_>, lost: u64) -> bool {
+    let mut p = probe.policy(ctx);
+    let remembered = p.remembered();
+    let current = p.initial();
+    for i in 1..=5 {
+        let m = Measurement {
+            now_us: 50_000 * i,
+            acked_bytes: 43 * 1448,
+            lost_pkts: lost,
+            rtt_us: 50_000,
+            min_rtt_us: 50_000,
+            ..Measurement::default()
+        };
+        let d = decide_on(&mut p, current, &m, 50_000, i);
+        assert!(matches!(d, Decision::Hold | Decision::Stay), "{d:?}");
+    }
+    remembered
+}
+
+#[test]
+fn the_deployed_short_flow_verdicts_are_the_documented_ones() {
+    let spec = "2:8:vivace:loss_per_kpkt=500..,rate_mean_mbps=..1,rtt_ratio_max=1.3..";
+    assert_eq!(default_short(), Some(ShortFlows::parse(spec).unwrap()));
+}
+
+#[test]
+fn two_lossy_short_flows_start_their_destinations_next_flows_on_the_rules_candidate() {
+    let short = ShortFlows::parse("2:8:copa:loss_per_kpkt=500..").unwrap();
+    let probe = Probe::with_options(
+        predict!(one_second_models()),
+        HashMap::new(),
+        ProbeOptions {
+            delegate: None,
+            drain: None,
+            memory: default_memory(),
+            short: Some(short),
+        },
+    );
+    let start = |p: &ProbePolicy| NAMES[p.initial()];
+    // Flow 0 loses 40 of 83 (930 per thousand delivered): one short verdict is not two.
+    assert!(!short_flow(&probe, 40));
+    assert!(!short_flow(&probe, 40), "flow 1 probes");
+    // Flows 2-7 start on Copa (flow 4 too: the short verdicts' cadence is every eighth).
+    for flow in 2..8 {
+        let p = probe.policy(&FlowContext::for_candidates(&NAMES));
+        assert!(p.remembered(), "flow {flow}");
+        assert_eq!(start(&p), "copa");
+    }
+    // Flow 8 probes again; short and clean, it gives no verdict, so flow 9 keeps Copa.
+    assert!(!short_flow(&probe, 0));
+    assert!(short_flow(&probe, 0), "flow 9");
+    for _ in 10..16 {
+        assert!(
+            probe
+                .policy(&FlowContext::for_candidates(&NAMES))
+                .remembered()
+        );
+    }
+    // Flow 16 probes to its end on a steady path and stays on its start: a probe's verdict
+    // replaces the short flows', and flow 17 probes.
+    let mut p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert!(!p.remembered());
+    let mut current = p.initial();
+    let d = run(&mut p, &mut current, 40, 0.0);
+    assert!(d[20..].iter().all(|d| *d == Decision::Stay), "{d:?}");
+    drop(p);
+    let p = probe.policy(&FlowContext::for_candidates(&NAMES));
+    assert!(!p.remembered());
+    assert_eq!(start(&p), "bbr");
+}
+
+#[test]
+fn a_short_flow_below_the_rules_loss_or_of_another_mode_gives_no_verdict() {
+    let probe = Probe::with_options(
+        predict!(one_second_models()),
+        HashMap::from([(5001, Mode::Delay)]),
+        ProbeOptions {
+            delegate: None,
+            drain: None,
+            memory: default_memory(),
+            short: Some(ShortFlows::parse("1:8:copa:loss_per_kpkt=500..").unwrap()),
+        },
+    );
+    // 20 lost of 63 (465 per thousand delivered): below the box.
+    assert!(!short_flow(&probe, 20));
+    assert!(!short_flow(&probe, 20));
+    // A delay-sensitive flow has no ticket: it teaches nothing, and the next default-mode
+    // flow probes.
+    assert!(!short_flow_to(&probe, &to_port(5001), 40));
+    assert!(
+        !probe
+            .policy(&FlowContext::for_candidates(&NAMES))
+            .remembered()
+    );
+    // One lossy short flow suffices with agreement 1.
+    assert!(!short_flow(&probe, 40));
+    assert!(
+        probe
+            .policy(&FlowContext::for_candidates(&NAMES))
+            .remembered()
+    );
+    for bad in [
+        "",
+        "2:8",
+        "0:8:copa:loss_per_kpkt=500..",
+        "2:0:copa:loss_per_kpkt=500..",
+        "2:x:copa:loss_per_kpkt=500..",
+        "2:8:copa",
+        "2:8:copa:no_such_feature=1..",
+    ] {
+        let e = ShortFlows::parse(bad).unwrap_err();
+        assert!(e.contains("e.g. 2:8:vivace"), "{bad:?}: {e}");
+    }
 }
