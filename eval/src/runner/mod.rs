@@ -532,8 +532,8 @@ fn simulate(
 /// testbed's `tcp_rmem[2]`; 0: none, the default), without the receivers' SACK compression
 /// when `CCP_SIM_SACK_COMPRESSION=off`, for side-by-side runs (`docs/calibration.md`, "The
 /// receive window", "SACK compression"), and with the CCP datapath's timing of
-/// `CCP_SIM_TIMING` ([`ccp_inline_programs`]). A value it cannot read is reported on stderr and left
-/// out.
+/// `CCP_SIM_TIMING` ([`ccp_inline_programs`]). A value it cannot read is reported on stderr
+/// and left out.
 pub(crate) fn sim_model() -> TcpModel {
     static MODEL: std::sync::OnceLock<TcpModel> = std::sync::OnceLock::new();
     *MODEL.get_or_init(|| {

@@ -147,8 +147,9 @@ pub struct ShortFlows {
     /// A short flow whose reports so far fall inside the rule's box gives the rule's
     /// candidate as its verdict; one outside it gives none.
     pub rule: super::ProbeRule,
-    /// How many of a group's last verdicts must be short flows' naming the same candidate (at
-    /// least 1).
+    /// How many of a group's last short flows' verdicts must name the same candidate, with no
+    /// probing flow's verdict since (at least 1). A usable verdict of a probing flow
+    /// ([`Memory`]) is consulted first.
     pub agree: usize,
     /// Every this many flows of a group (the first included) probe whatever the short flows'
     /// verdicts say (at least 1).
