@@ -278,8 +278,8 @@ pub fn default_memory() -> Option<Memory> {
 /// tenth to twelfth test sets (recorded links: +0.020 per web condition, all six better) and
 /// of five older sets (wired web-like flows: -0.002, at most one condition worse per set).
 /// A first form without the rate and RTT bounds was tested on the thirteenth test set
-/// (+0.0080 per condition, web +0.048) but lost on every older set's wired web class (-0.032
-/// per web condition). The final form, tested once on the fourteenth test set, drawn for it
+/// (+0.0080 per condition, web +0.048) but lost on the five older sets' wired web classes
+/// (-0.032 per web condition). The final form, tested once on the fourteenth test set, drawn for it
 /// with the decision written first: +0.0043 per condition (+0.0004 to +0.0082), web +0.026
 /// with 8 conditions better and 1 worse, no other class changed.
 pub fn default_short() -> Option<ShortFlows> {
