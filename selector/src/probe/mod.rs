@@ -58,11 +58,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 pub use delegate::{Delegate, DelegateGate};
-pub use drain::Drain;
+pub use drain::{Drain, default_drain};
 use features::{DRAINED, LOSS};
 pub use features::{FEATURE_NAMES, N_FEATURES, ProbeStats, ProbeWindow};
 pub use kind::{KindModel, KindSample};
-pub use memory::{Groups, Memory, ShortFlows};
+pub use memory::{Groups, Memory, ShortFlows, default_memory, default_short};
 pub use model::{DEFAULT_BAGS, ProbeModels, ProbeSample};
 pub use part::Part;
 pub use rule::{FeatureBox, FeatureRange, ProbeRule, default_rules};
@@ -225,88 +225,6 @@ impl QueueGate {
         candidate == self.candidate
             && (short(x[DRAINED], self.min_drained) || short(x[LOSS], self.min_loss_per_kpkt))
     }
-}
-
-/// The drain deployed flows make ([`drain`]): a default-mode flow that keeps its start drains
-/// at the probe's end when its last RTT is at least 1.5 times the floor, its queue drained to
-/// within 1.3 times the floor during the probe (its own queue, not a competitor's) and the path
-/// holds at least 40 packets; its window is cut to one BDP. Chosen on `selection-train`, where
-/// the drain without the last two conditions gained 0.049 per flow on long paths and lost 0.048
-/// in competition and 0.009 on cellular uplinks (all of it on uplinks under 40 packets); with
-/// them +0.0074 per flow overall (29 flows better, 7 worse). On the three validation sets
-/// (`selection-bench`, `selection-val2`, `selection-bench-test2`) +0.0118 per condition (95 %
-/// interval +0.0066 to +0.0175; long paths +0.051, changing paths +0.013), without a swap.
-pub fn default_drain() -> Option<Drain> {
-    Some(Drain {
-        min_ratio: 1.5,
-        max_drained: 1.3,
-        min_bdp_pkts: 40.0,
-        bdps: 1.0,
-    })
-}
-
-/// The path memory deployed flows use ([`memory`]): /24 groups per preference mode; a flow
-/// starts on the last verdict of its group when that verdict's probe found a standing queue
-/// (its RTT never came back within 1.5 times the floor, or the watch moved it); every fourth
-/// flow of a group probes anyway. Chosen on `selection-recurring` (validation; per flow over
-/// the memory off: +0.035, competition +0.167, cellular -0.010, changing -0.017, WAN 0; +0.012
-/// on a second draw), where using every verdict gained less (+0.025: cellular, changing and
-/// WAN lost more) and two agreeing verdicts almost nothing (-0.001: they rarely agree); on the
-/// held-out `selection-recurring-test` +0.005 (`docs/selector/path-memory.md`).
-pub fn default_memory() -> Option<Memory> {
-    Some(Memory {
-        agree: 1,
-        min_drained: 1.5,
-        ..Memory::default()
-    })
-}
-
-/// The short flows' verdicts deployed flows use ([`ProbeOptions::short`]): when the last two
-/// verdicts of a destination are short flows' that lost at least 500 packets per thousand
-/// delivered, at a mean rate of at most 1 Mbit/s, with an RTT that rose to at least 1.3 times
-/// its floor, its next flows start on Vivace, every eighth probing again.
-///
-/// Why: web-like flows mostly end before the probe does (1.5 s), so the probe's choice never
-/// reaches them and they run their start, Copa. Over the recorded cellular links where Copa's
-/// web-like flows lose many packets (slow EVDO and UMTS links, LTE uplinks in shallow buffers)
-/// Vivace finishes them sooner (measured, not traced to a cause): run whole, +0.2 to +0.7 per
-/// condition there, but far below Copa where they lose little. The rate and RTT bounds keep
-/// out web-like flows that lose as much beside long Cubic flows on wired paths (the older
-/// sets' web class), where Vivace lost (`docs/selector/short-flows.md`).
-///
-/// Chosen on the web classes of three drawn sets (generator seeds 7001, 7101, 7201) and of the
-/// tenth to twelfth test sets (recorded links: +0.020 per web condition, all six better) and
-/// of five older sets (wired web-like flows: -0.002, at most one condition worse per set).
-/// A first form without the rate and RTT bounds was tested on the thirteenth test set
-/// (+0.0080 per condition, web +0.048) but lost on the five older sets' wired web classes
-/// (-0.032 per web condition). The final form, tested once on the fourteenth test set, drawn for it
-/// with the decision written first: +0.0043 per condition (+0.0004 to +0.0082), web +0.026
-/// with 8 conditions better and 1 worse, no other class changed.
-pub fn default_short() -> Option<ShortFlows> {
-    Some(ShortFlows {
-        rule: ProbeRule {
-            candidate: "vivace".into(),
-            ranges: vec![
-                FeatureRange {
-                    feature: LOSS,
-                    min: 500.0,
-                    max: f64::INFINITY,
-                },
-                FeatureRange {
-                    feature: features::RATE_MEAN,
-                    min: f64::NEG_INFINITY,
-                    max: 1.0,
-                },
-                FeatureRange {
-                    feature: features::RTT_RATIO_MAX,
-                    min: 1.3,
-                    max: f64::INFINITY,
-                },
-            ],
-        },
-        agree: 2,
-        reprobe_every: 8,
-    })
 }
 
 /// The gates deployed flows pass: none (measured, not deployed: [`QueueGate`]).
@@ -517,16 +435,9 @@ impl Probe {
             _ => None,
         };
         let drain = self.options.drain.filter(|_| predicting);
-        let short = self
-            .options
-            .short
-            .as_ref()
-            .filter(|_| ticket.is_some())
-            .map(|s| s.rule.clone());
         ProbePolicy {
             delegate,
             drain,
-            short,
             memory: self.groups.clone().zip(ticket),
             remembered: remembered.is_some(),
             later: false,
@@ -558,9 +469,6 @@ pub struct ProbePolicy {
     /// The drain a default-mode flow that keeps its start makes at the probe's end
     /// ([`drain`]).
     drain: Option<Drain>,
-    /// The rule that gives the path memory a verdict if the flow ends before its probe does
-    /// ([`ProbeOptions::short`]).
-    short: Option<ProbeRule>,
     /// Where the flow's verdict goes ([`memory`]): the table and the flow's ticket.
     memory: Option<(Arc<Groups>, memory::Ticket)>,
     /// The flow started on its destination's verdict and did not probe.
@@ -595,7 +503,10 @@ pub struct ProbePolicy {
 /// ([`ProbeOptions::short`]).
 impl Drop for ProbePolicy {
     fn drop(&mut self) {
-        let (Some(rule), Some((groups, ticket))) = (&self.short, &self.memory) else {
+        let Some((groups, ticket)) = &self.memory else {
+            return;
+        };
+        let Some(rule) = groups.short_rule() else {
             return;
         };
         if self.chosen.is_some() || self.stage.is_some() || self.stats.reports() == 0 {
