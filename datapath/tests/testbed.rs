@@ -1,6 +1,6 @@
 //! The network-namespace testbed on real kernel TCP: a shaped and delayed link, random loss,
-//! a path change mid-run, mahimahi trace replay, several flows at once, and cleanup (after
-//! drop, and of a crashed run's leftovers).
+//! a path change mid-run, mahimahi trace replay, several flows at once, the kernel's count of
+//! timeouts, and cleanup (after drop, and of a crashed run's leftovers).
 //!
 //! Each test builds its own testbed and runs flows for a few seconds; the tests take turns
 //! because their numbers depend on timing. Tolerances are loose enough for a loaded two-core
@@ -263,6 +263,45 @@ fn a_constant_mahimahi_trace_gives_its_rate() {
     assert_near("goodput, Mbit/s", mbps(f.goodput_bps), want, 0.10);
     assert_eq!(stats.qdisc_drops, 0, "no htb shaper in trace mode");
     assert_near("min RTT, ms", f64::from(f.min_rtt_us) / 1e3, 40.0, 0.05);
+}
+
+#[test]
+fn the_kernels_timeout_count_sees_every_backed_off_rto() {
+    let _turn = turn();
+    let clear = LinkConfig::constant(20_000_000, ms(10));
+    // 1.4 s in which almost nothing gets through: the retransmission timer fires, backs off
+    // to twice its value and fires again, within one stay in the Loss state.
+    let dark = clear.clone().with_loss(0.999);
+    let config = TestbedConfig::new(clear.clone()).with_seed(3);
+    let Some(tb) = testbed_or_skip("timeout_count", config) else {
+        return;
+    };
+    let f = tb
+        .run_with_changes(
+            &[FlowSpec::timed("cubic", Duration::from_secs(4))],
+            &[(ms(1_500), dark), (ms(2_900), clear)],
+        )
+        .unwrap()
+        .remove(0);
+    let Some(rtos) = f.samples.last().and_then(|s| s.total_rto) else {
+        println!("SKIP timeout_count: this kernel's TCP_INFO has no tcpi_total_rto (before 6.7)");
+        return;
+    };
+    let loss_entries = f
+        .samples
+        .windows(2)
+        .filter(|w| w[1].ca_state == 4 && w[0].ca_state != 4)
+        .count();
+    let counts: Vec<u16> = f.samples.iter().filter_map(|s| s.total_rto).collect();
+    println!("{rtos} RTOs, {loss_entries} entries into Loss");
+    // The minimum RTO is 200 ms: at least 200 + 400 ms of backoff fit in the outage.
+    assert!(rtos >= 2, "{rtos} RTOs in a 1.4-s outage");
+    assert!(
+        usize::from(rtos) > loss_entries,
+        "{rtos} RTOs, {loss_entries} Loss entries"
+    );
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+    assert!(f.completed && f.goodput_bps > 1e6, "{f:?}");
 }
 
 #[test]

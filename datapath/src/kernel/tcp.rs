@@ -9,6 +9,12 @@ const CA_NAME_MAX: usize = 16;
 
 /// `getsockopt(TCP_INFO)`.
 pub fn info(socket: &impl AsRawFd) -> io::Result<libc::tcp_info> {
+    info_filled(socket).map(|(info, _)| info)
+}
+
+/// `getsockopt(TCP_INFO)` and how many of its bytes the kernel filled: a kernel older than the
+/// struct fills a prefix and leaves the rest zero ([`total_rto`] tells the two apart).
+pub fn info_filled(socket: &impl AsRawFd) -> io::Result<(libc::tcp_info, usize)> {
     // SAFETY: tcp_info is plain old data; all-zero is a valid value.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -24,10 +30,18 @@ pub fn info(socket: &impl AsRawFd) -> io::Result<libc::tcp_info> {
         )
     };
     if rc == 0 {
-        Ok(info)
+        Ok((info, len as usize))
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// The kernel's own count of the socket's retransmission timeouts (`tcpi_total_rto`, Linux
+/// 6.7 and later: every RTO, recurring ones and the handshake's included), or `None` when the
+/// kernel filled fewer than `filled` bytes that reach the field.
+pub fn total_rto(info: &libc::tcp_info, filled: usize) -> Option<u16> {
+    let end = std::mem::offset_of!(libc::tcp_info, tcpi_total_rto) + std::mem::size_of::<u16>();
+    (filled >= end).then_some(info.tcpi_total_rto)
 }
 
 /// `getsockopt(TCP_CONGESTION)`: the socket's congestion control name.

@@ -13,8 +13,8 @@
 //! - RTT samples are the kernel's smoothed RTT (`tcpi_rtt`) every 10 ms, not one per ACK;
 //!   queueing delay is that minus the flow's propagation RTT.
 //! - Loss (dropped, lost, retransmitted) is the flow's retransmitted segments (the
-//!   bottleneck's drops are not attributed to flows); timeouts are the entries into the Loss
-//!   state seen in the 10 ms samples.
+//!   bottleneck's drops are not attributed to flows); timeouts are the kernel's own count
+//!   (`tcpi_total_rto`; a lost SYN's timeout counts too, and the simulator has no handshake).
 //! - A flow's throughput counts from its scheduled start, like the simulator's.
 //!
 //! With `CCP_KERNEL_TRACE_DIR=<dir>` in the environment, every run with CCP flows writes the
@@ -33,7 +33,7 @@ use std::time::Duration;
 use thiserror::Error;
 use tracing::info;
 
-use super::transfer::{Amount, FlowResult as KernelFlow, FlowSpec as KernelFlowSpec};
+use super::transfer::{Amount, FlowResult as KernelFlow, FlowSpec as KernelFlowSpec, InfoSample};
 use super::{Bandwidth, LinkConfig, Testbed, TestbedConfig, TestbedError};
 use crate::kernel::{BridgeStats, CCA_NAME, KernelBridge, KernelDatapath, KernelStats};
 use crate::netem::{
@@ -276,12 +276,7 @@ fn as_flow_result(k: &KernelFlow, spec: &FlowSpec, base_rtt_us: u32, every_ns: u
         packets_dropped: k.retrans_segs,
         packets_lost: k.retrans_segs,
         retransmits: k.retrans_segs,
-        // Entries into TCP_CA_Loss (4) seen in the 10 ms samples: retransmission timeouts.
-        timeouts: k
-            .samples
-            .windows(2)
-            .filter(|w| w[1].ca_state == 4 && w[0].ca_state != 4)
-            .count() as u64,
+        timeouts: timeouts(&k.samples),
         // The kernel's RTT samples are its smoothed RTT already.
         srtt_samples_us: rtt_samples_us.clone(),
         rtt_samples_us,
@@ -289,6 +284,20 @@ fn as_flow_result(k: &KernelFlow, spec: &FlowSpec, base_rtt_us: u32, every_ns: u
         min_rtt_ns: u64::from(k.min_rtt_us) * 1000,
         series,
         ..FlowResult::default()
+    }
+}
+
+/// A flow's retransmission timeouts: the kernel's own count in its last sample
+/// (`tcpi_total_rto`, every RTO as the simulator counts them, and a lost handshake's too); on a
+/// kernel before 6.7, the entries into `TCP_CA_Loss` (4) seen in the 10-ms samples, which miss
+/// the timeouts that recur within one Loss episode and episodes shorter than a sample.
+fn timeouts(samples: &[InfoSample]) -> u64 {
+    match samples.last().and_then(|s| s.total_rto) {
+        Some(n) => u64::from(n),
+        None => samples
+            .windows(2)
+            .filter(|w| w[1].ca_state == 4 && w[0].ca_state != 4)
+            .count() as u64,
     }
 }
 
@@ -416,6 +425,28 @@ mod tests {
 
     fn flow(scheme: Scheme, owd_ms: u64) -> FlowSpec {
         FlowSpec::bulk(scheme, owd_ms * 1_000_000)
+    }
+
+    #[test]
+    fn timeouts_are_the_kernels_count_and_loss_entries_without_it() {
+        // One Loss episode in which the timer fired three times (200, 400 and 800 ms of
+        // backoff), then a second episode: five RTOs, two entries into the Loss state.
+        let states = [0, 4, 4, 4, 4, 0, 0, 4, 0];
+        let rtos = [0, 1, 2, 3, 3, 3, 3, 5, 5];
+        let samples = |kernel_counts: bool| -> Vec<InfoSample> {
+            states
+                .iter()
+                .zip(rtos)
+                .map(|(&ca_state, n)| InfoSample {
+                    ca_state,
+                    total_rto: kernel_counts.then_some(n),
+                    ..InfoSample::default()
+                })
+                .collect()
+        };
+        assert_eq!(timeouts(&samples(true)), 5);
+        assert_eq!(timeouts(&samples(false)), 2);
+        assert_eq!(timeouts(&[]), 0);
     }
 
     #[test]

@@ -217,10 +217,13 @@ pub struct InfoSample {
     pub data_segs_out: u32,
     /// Congestion-avoidance state (`TCP_CA_Open` 0 ... `TCP_CA_Loss` 4).
     pub ca_state: u8,
+    /// Retransmission timeouts so far, the kernel's own count ([`tcp::total_rto`]; `None` on a
+    /// kernel before 6.7).
+    pub total_rto: Option<u16>,
 }
 
 impl InfoSample {
-    fn from_info(info: &libc::tcp_info, at: Duration) -> Self {
+    fn from_info(info: &libc::tcp_info, filled: usize, at: Duration) -> Self {
         Self {
             at,
             srtt_us: info.tcpi_rtt,
@@ -241,6 +244,7 @@ impl InfoSample {
             total_retrans_segs: info.tcpi_total_retrans,
             data_segs_out: info.tcpi_data_segs_out,
             ca_state: info.tcpi_ca_state,
+            total_rto: tcp::total_rto(info, filled),
         }
     }
 
@@ -640,9 +644,10 @@ impl Sampler {
                 let mut next = Instant::now();
                 loop {
                     let now = Instant::now();
-                    if let Ok(info) = tcp::info(&stream) {
+                    if let Ok((info, filled)) = tcp::info_filled(&stream) {
                         samples.push(InfoSample::from_info(
                             &info,
+                            filled,
                             now.saturating_duration_since(started),
                         ));
                     }
