@@ -287,11 +287,7 @@ fn the_kernels_timeout_count_sees_every_backed_off_rto() {
         println!("SKIP timeout_count: this kernel's TCP_INFO has no tcpi_total_rto (before 6.7)");
         return;
     };
-    let loss_entries = f
-        .samples
-        .windows(2)
-        .filter(|w| w[1].ca_state == 4 && w[0].ca_state != 4)
-        .count();
+    let loss_entries = testbed::loss_state_entries(&f.samples);
     let counts: Vec<u16> = f.samples.iter().filter_map(|s| s.total_rto).collect();
     println!("{rtos} RTOs, {loss_entries} entries into Loss");
     // The minimum RTO is 200 ms: at least 200 + 400 ms of backoff fit in the outage.

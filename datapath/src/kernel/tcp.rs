@@ -38,7 +38,7 @@ pub fn info_filled(socket: &impl AsRawFd) -> io::Result<(libc::tcp_info, usize)>
 
 /// The kernel's own count of the socket's retransmission timeouts (`tcpi_total_rto`, Linux
 /// 6.7 and later: every RTO, recurring ones and the handshake's included), or `None` when the
-/// kernel filled fewer than `filled` bytes that reach the field.
+/// `filled` bytes the kernel wrote ([`info_filled`]) do not reach the field.
 pub fn total_rto(info: &libc::tcp_info, filled: usize) -> Option<u16> {
     let end = std::mem::offset_of!(libc::tcp_info, tcpi_total_rto) + std::mem::size_of::<u16>();
     (filled >= end).then_some(info.tcpi_total_rto)

@@ -231,8 +231,8 @@ impl Groups {
     /// The table, with the verdicts of flows that end before their probe does used as
     /// `short` says (its agreement and re-probe cadence; [`Self::record_short`]).
     #[must_use]
-    pub fn with_short(mut self, short: &ShortFlows) -> Self {
-        self.short = Some(short.clone());
+    pub fn with_short(mut self, short: Option<ShortFlows>) -> Self {
+        self.short = short;
         self
     }
 
@@ -284,8 +284,9 @@ impl Groups {
     /// before, if still kept (the watch's move after the probe's stay).
     pub fn record(&self, ticket: &Ticket, candidate: &'static str, drained: f64) {
         let usable = drained >= self.memory.min_drained;
-        let keep = self.memory.agree.max(1);
-        self.push(ticket, candidate, usable, keep, |g| &mut g.verdicts);
+        self.push(ticket, candidate, usable, self.memory.agree, |g| {
+            &mut g.verdicts
+        });
     }
 
     /// Records `candidate` as the verdict of the flow holding `ticket`, a flow that ended

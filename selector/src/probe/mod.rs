@@ -367,10 +367,9 @@ impl Probe {
         options: ProbeOptions,
     ) -> Arc<Self> {
         let groups = match (&choice, options.memory) {
-            (ProbeChoice::Predict { .. }, Some(m)) => Some(Arc::new(match &options.short {
-                Some(short) => Groups::new(m).with_short(short),
-                None => Groups::new(m),
-            })),
+            (ProbeChoice::Predict { .. }, Some(m)) => {
+                Some(Arc::new(Groups::new(m).with_short(options.short.clone())))
+            }
             _ => None,
         };
         Arc::new(Self {

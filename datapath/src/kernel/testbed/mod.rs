@@ -73,7 +73,9 @@ use crate::sim::LinkRate;
 pub use crate::sim::Trace;
 pub use network::{KernelNetwork, KernelNetworkError};
 pub use relay::{DirectionStats, LATE_AFTER};
-pub use transfer::{Amount, FlowResult, FlowSpec, InfoSample, Run, SeriesPoint, SocketHook};
+pub use transfer::{
+    Amount, FlowResult, FlowSpec, InfoSample, Run, SeriesPoint, SocketHook, loss_state_entries,
+};
 
 use netns::NetNs;
 use relay::{DirParams, Relay};

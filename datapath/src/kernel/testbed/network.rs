@@ -289,15 +289,11 @@ fn as_flow_result(k: &KernelFlow, spec: &FlowSpec, base_rtt_us: u32, every_ns: u
 
 /// A flow's retransmission timeouts: the kernel's own count in its last sample
 /// (`tcpi_total_rto`, every RTO as the simulator counts them, and a lost handshake's too); on a
-/// kernel before 6.7, the entries into `TCP_CA_Loss` (4) seen in the 10-ms samples, which miss
-/// the timeouts that recur within one Loss episode and episodes shorter than a sample.
+/// kernel before 6.7, the entries into the Loss state seen in the 10-ms samples.
 fn timeouts(samples: &[InfoSample]) -> u64 {
     match samples.last().and_then(|s| s.total_rto) {
         Some(n) => u64::from(n),
-        None => samples
-            .windows(2)
-            .filter(|w| w[1].ca_state == 4 && w[0].ca_state != 4)
-            .count() as u64,
+        None => super::transfer::loss_state_entries(samples) as u64,
     }
 }
 

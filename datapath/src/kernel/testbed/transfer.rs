@@ -222,6 +222,18 @@ pub struct InfoSample {
     pub total_rto: Option<u16>,
 }
 
+/// `TCP_CA_Loss`: the state a retransmission timeout puts a socket in.
+const TCP_CA_LOSS: u8 = 4;
+
+/// How often `samples` show the socket entering the Loss state (a retransmission timeout):
+/// RTOs that recur within one stay in it, and stays shorter than a sample, are not seen.
+pub fn loss_state_entries(samples: &[InfoSample]) -> usize {
+    samples
+        .windows(2)
+        .filter(|w| w[1].ca_state == TCP_CA_LOSS && w[0].ca_state != TCP_CA_LOSS)
+        .count()
+}
+
 impl InfoSample {
     fn from_info(info: &libc::tcp_info, filled: usize, at: Duration) -> Self {
         Self {
