@@ -10,8 +10,11 @@
 //! [`KernelNetwork::with_agent`]. Runs are real time.
 //!
 //! What differs from the simulator (`docs/calibration.md`):
-//! - RTT samples are the kernel's smoothed RTT (`tcpi_rtt`) every 10 ms, not one per ACK;
-//!   queueing delay is that minus the flow's propagation RTT.
+//! - RTT samples are the kernel's smoothed RTT (`tcpi_rtt`) every 10 ms, not one per ACK. To
+//!   average as the simulator does, each sample counts once per ACK the sender received since
+//!   the sample before (`tcpi_segs_in`); queueing delay (the smoothed RTT minus the flow's
+//!   propagation RTT) once per packet delivered (`tcpi_delivered`). `p95_srtt_ms` keeps one
+//!   per 10 ms, as the simulator's.
 //! - Loss (dropped, lost, retransmitted) is the flow's retransmitted segments (the
 //!   bottleneck's drops are not attributed to flows); timeouts are the kernel's own count
 //!   (`tcpi_total_rto`; a lost SYN's timeout counts too, and the simulator has no handshake).
@@ -243,16 +246,25 @@ fn link_changes(mut current: LinkConfig, changes: &[PathChange]) -> Vec<(Duratio
 /// A kernel flow's measurements as a [`FlowResult`]. The series keeps one `TCP_INFO` sample
 /// per `every_ns` (none when 0), as the simulator's.
 fn as_flow_result(k: &KernelFlow, spec: &FlowSpec, base_rtt_us: u32, every_ns: u64) -> FlowResult {
-    let rtt_samples_us: Vec<u32> = k
+    let srtt_samples_us: Vec<u32> = k
         .samples
         .iter()
         .map(|s| s.srtt_us)
         .filter(|&r| r > 0)
         .collect();
-    let queue_delay_samples_us = rtt_samples_us
-        .iter()
-        .map(|r| r.saturating_sub(base_rtt_us))
-        .collect();
+    // Weighted as the simulator's: RTT per ACK, queueing delay per delivered packet.
+    let mut rtt_samples_us = per_event(&k.samples, |s| s.srtt_us, |s| s.segs_in);
+    if rtt_samples_us.is_empty() {
+        rtt_samples_us.clone_from(&srtt_samples_us);
+    }
+    let queue_delay = |s: &InfoSample| s.srtt_us.saturating_sub(base_rtt_us);
+    let mut queue_delay_samples_us = per_event(&k.samples, queue_delay, |s| s.delivered_pkts);
+    if queue_delay_samples_us.is_empty() {
+        queue_delay_samples_us = rtt_samples_us
+            .iter()
+            .map(|r| r.saturating_sub(base_rtt_us))
+            .collect();
+    }
     let mut series: Vec<Sample> = Vec::new();
     if every_ns > 0 {
         for s in &k.samples {
@@ -277,14 +289,33 @@ fn as_flow_result(k: &KernelFlow, spec: &FlowSpec, base_rtt_us: u32, every_ns: u
         packets_lost: k.retrans_segs,
         retransmits: k.retrans_segs,
         timeouts: timeouts(&k.samples),
-        // The kernel's RTT samples are its smoothed RTT already.
-        srtt_samples_us: rtt_samples_us.clone(),
+        srtt_samples_us,
         rtt_samples_us,
         queue_delay_samples_us,
         min_rtt_ns: u64::from(k.min_rtt_us) * 1000,
         series,
         ..FlowResult::default()
     }
+}
+
+/// Each sample's `value` (skipped while the smoothed RTT is still 0) once per event `count`
+/// counted since the sample before: what a measurement taken at every ACK (or every delivered
+/// packet) would average, from the 10-ms samples. Empty when `count` never moves.
+fn per_event(
+    samples: &[InfoSample],
+    value: impl Fn(&InfoSample) -> u32,
+    count: impl Fn(&InfoSample) -> u32,
+) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut before = 0u32;
+    for s in samples {
+        let n = count(s).wrapping_sub(before);
+        before = count(s);
+        if s.srtt_us > 0 {
+            out.extend(std::iter::repeat_n(value(s), n as usize));
+        }
+    }
+    out
 }
 
 /// A flow's retransmission timeouts: the kernel's own count in its last sample
@@ -443,6 +474,70 @@ mod tests {
         assert_eq!(timeouts(&samples(true)), 5);
         assert_eq!(timeouts(&samples(false)), 2);
         assert_eq!(timeouts(&[]), 0);
+    }
+
+    fn kernel_flow(samples: Vec<InfoSample>) -> KernelFlow {
+        KernelFlow {
+            index: 0,
+            cca: "cubic".into(),
+            local_port: 0,
+            remote_port: 0,
+            started_at: Duration::ZERO,
+            connect_time: Duration::ZERO,
+            active: Duration::ZERO,
+            bytes_sent: 0,
+            bytes_received: 0,
+            completed: false,
+            goodput_bps: 0.0,
+            srtt_p50_us: 0,
+            srtt_p95_us: 0,
+            min_rtt_us: 0,
+            retrans_segs: 0,
+            data_segs_out: 0,
+            loss: 0.0,
+            samples,
+            series: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn delay_is_averaged_per_ack_and_per_packet_as_in_the_simulator() {
+        // Before the handshake, then 1 s at 40 ms with 100 ACKs and 200 packets per sample,
+        // then 1 s at 400 ms with 10 ACKs and 20 packets: time-weighted the mean RTT would be
+        // 220 ms; per ACK it is (100 * 40 + 10 * 400) / 110 ms.
+        let mut samples = vec![InfoSample::default()];
+        let (mut acks, mut pkts) = (0u32, 0u32);
+        for (srtt_ms, a, p) in [(40, 100, 200), (400, 10, 20)] {
+            for _ in 0..100 {
+                acks += a;
+                pkts += p;
+                samples.push(InfoSample {
+                    srtt_us: srtt_ms * 1000,
+                    segs_in: acks,
+                    delivered_pkts: pkts,
+                    ..InfoSample::default()
+                });
+            }
+        }
+        let r = as_flow_result(&kernel_flow(samples), &flow(Scheme::Cubic, 15), 30_000, 0);
+        let want = f64::from(100 * 40 + 10 * 400) / 110.0 * 1000.0;
+        assert!((r.mean_rtt_us() - want).abs() < 1.0, "{}", r.mean_rtt_us());
+        assert_eq!(r.rtt_samples_us.len(), 100 * 110);
+        let want_q = f64::from(200 * 10 + 20 * 370) / 220.0 * 1000.0;
+        assert!((r.mean_queue_delay_us() - want_q).abs() < 1.0);
+        // The smoothed RTT's own column stays one per 10 ms on both datapaths.
+        assert_eq!(r.srtt_samples_us.len(), 200);
+        // Counts that never move (no ACK seen) leave the time-weighted samples.
+        let still = vec![
+            InfoSample {
+                srtt_us: 50_000,
+                ..InfoSample::default()
+            };
+            3
+        ];
+        let r = as_flow_result(&kernel_flow(still), &flow(Scheme::Cubic, 15), 30_000, 0);
+        assert_eq!(r.rtt_samples_us, vec![50_000; 3]);
+        assert_eq!(r.queue_delay_samples_us, vec![20_000; 3]);
     }
 
     #[test]

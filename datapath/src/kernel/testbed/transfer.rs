@@ -211,6 +211,9 @@ pub struct InfoSample {
     pub bytes_acked: u64,
     /// Segments delivered so far, SACKed ones included (`tcpi_delivered`).
     pub delivered_pkts: u32,
+    /// Segments received so far (`tcpi_segs_in`): for a sender, the ACKs, and the handshake's
+    /// SYN-ACK.
+    pub segs_in: u32,
     /// Segments retransmitted so far.
     pub total_retrans_segs: u32,
     /// Data segments sent so far, retransmissions included.
@@ -253,6 +256,7 @@ impl InfoSample {
             pacing_rate_bytes_per_sec: info.tcpi_pacing_rate,
             bytes_acked: info.tcpi_bytes_acked,
             delivered_pkts: info.tcpi_delivered,
+            segs_in: info.tcpi_segs_in,
             total_retrans_segs: info.tcpi_total_retrans,
             data_segs_out: info.tcpi_data_segs_out,
             ca_state: info.tcpi_ca_state,
