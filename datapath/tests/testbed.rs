@@ -1,6 +1,6 @@
 //! The network-namespace testbed on real kernel TCP: a shaped and delayed link, random loss,
-//! a path change mid-run, mahimahi trace replay, several flows at once, the kernel's count of
-//! timeouts, and cleanup (after drop, and of a crashed run's leftovers).
+//! a path change mid-run, mahimahi trace replay (its time zero is the run's), several flows
+//! at once, the kernel's count of timeouts, and cleanup (after drop, and of a crashed run's leftovers).
 //!
 //! Each test builds its own testbed and runs flows for a few seconds; the tests take turns
 //! because their numbers depend on timing. Tolerances are loose enough for a loaded two-core
@@ -263,6 +263,37 @@ fn a_constant_mahimahi_trace_gives_its_rate() {
     assert_near("goodput, Mbit/s", mbps(f.goodput_bps), want, 0.10);
     assert_eq!(stats.qdisc_drops, 0, "no htb shaper in trace mode");
     assert_near("min RTT, ms", f64::from(f.min_rtt_us) / 1e3, 40.0, 0.05);
+}
+
+#[test]
+fn a_traces_time_zero_is_the_runs_start() {
+    let _turn = turn();
+    // Every 3 s: 1 s of one opportunity per millisecond, then 2 s of nothing.
+    let mut lines: Vec<String> = (1..=1000).map(|t: u32| t.to_string()).collect();
+    lines.push("3000".into());
+    let trace = Trace::parse("one-s-in-three", &lines.join("\n")).unwrap();
+    let link = LinkConfig::trace(trace, ms(10));
+    let Some(tb) = testbed_or_skip("trace_time_zero", TestbedConfig::new(link)) else {
+        return;
+    };
+    // What a run's set-up (an agent, a BPF program) may take before the run starts: 1.5 s
+    // in which the trace must not run on, or the run would start in its dark part.
+    std::thread::sleep(ms(1_500));
+    let f = tb
+        .run(&[FlowSpec::timed("cubic", ms(900))])
+        .unwrap()
+        .remove(0);
+    println!(
+        "handshake {:?}, goodput {:.2} Mbit/s over {:?}",
+        f.connect_time,
+        mbps(f.goodput_bps),
+        f.active
+    );
+    // The run's first 900 ms meet the trace's lit second: the handshake takes a round trip
+    // and a slow start's worth of data gets through. Met 1.5 s into the trace, the SYN would
+    // wait out the dark part (1.5 s) in the queue.
+    assert!(f.connect_time < ms(500), "handshake {:?}", f.connect_time);
+    assert!(f.bytes_received > 300_000, "{} bytes", f.bytes_received);
 }
 
 #[test]

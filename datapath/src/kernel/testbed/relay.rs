@@ -150,6 +150,8 @@ fn bump(c: &AtomicU64, n: u64) {
 #[derive(Debug)]
 struct Direction {
     params: Mutex<DirParams>,
+    /// A new time zero for the trace schedule, taken with the next generation.
+    restart: Mutex<Option<Instant>>,
     generation: AtomicU64,
     counters: Counters,
     error: Mutex<Option<String>>,
@@ -159,6 +161,7 @@ impl Direction {
     fn new(params: DirParams) -> Self {
         Self {
             params: Mutex::new(params),
+            restart: Mutex::new(None),
             generation: AtomicU64::new(0),
             counters: Counters::default(),
             error: Mutex::new(None),
@@ -168,6 +171,18 @@ impl Direction {
     fn set(&self, params: DirParams) {
         *self.params.lock().unwrap_or_else(PoisonError::into_inner) = params;
         self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn restart_at(&self, epoch: Instant) {
+        *self.restart.lock().unwrap_or_else(PoisonError::into_inner) = Some(epoch);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn take_restart(&self) -> Option<Instant> {
+        self.restart
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     fn params(&self) -> DirParams {
@@ -252,6 +267,13 @@ impl Relay {
         self.ack.set(ack);
     }
 
+    /// Starts both directions' trace schedules over, with the first opportunity at `epoch`
+    /// (queued frames stay queued); a direction without a trace ignores it.
+    pub(crate) fn restart_schedules(&self, epoch: Instant) {
+        self.data.restart_at(epoch);
+        self.ack.restart_at(epoch);
+    }
+
     /// Both directions' counters, or why a direction stopped.
     pub(crate) fn stats(&self) -> Result<(DirectionStats, DirectionStats), TestbedError> {
         for (name, dir) in [("data", &self.data), ("ack", &self.ack)] {
@@ -322,6 +344,11 @@ fn forward(
             generation = Some(g);
             params = dir.params();
             queue = TraceQueue::reconfigure(queue.take(), &params, now, send);
+            if let Some(epoch) = dir.take_restart()
+                && let Some(q) = queue.as_mut()
+            {
+                q.restart(epoch);
+            }
         }
         while held.front().is_some_and(|h| h.due <= now) {
             let Some(h) = held.pop_front() else { break };
@@ -482,6 +509,13 @@ impl TraceQueue {
                 Some(q)
             }
         }
+    }
+
+    /// The schedule from its start again, with its first opportunity at `epoch`.
+    fn restart(&mut self, epoch: Instant) {
+        self.epoch = epoch;
+        self.cycle = 0;
+        self.index = 0;
     }
 
     fn opportunity_at(&self) -> Instant {
@@ -860,6 +894,21 @@ mod tests {
         let mut out = 0;
         q.serve(t0 + Duration::from_millis(1), |_| out += 1);
         assert_eq!(out, 3, "3 x 500 bytes fit in one 1504-byte opportunity");
+    }
+
+    #[test]
+    fn a_restarted_trace_queue_keeps_its_frames_and_counts_from_the_new_epoch() {
+        let t0 = Instant::now();
+        let mut q = TraceQueue::new(one_per_ms(), 100_000, t0);
+        let later = t0 + Duration::from_millis(250);
+        assert!(q.push(frame(1500), later));
+        assert_eq!(q.next_departure(), Some(later));
+        q.restart(later + Duration::from_micros(300));
+        // Opportunity 0 of the trace is at 1 ms from its time zero.
+        assert_eq!(
+            q.next_departure(),
+            Some(later + Duration::from_micros(1_300))
+        );
     }
 
     #[test]
