@@ -1,6 +1,6 @@
 //! The simulator's Linux-like TCP behaviours (`sim::TcpModel`) end to end, each against what
 //! Linux does: delayed-ACK timing, one reduction per recovery with PRR, the `htb` token burst,
-//! and the smoothed-RTT series.
+//! the smoothed-RTT series, and the loss probe of a short flow's lost tail.
 
 // Test helpers outside #[test] functions may fail loudly too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -203,6 +203,38 @@ fn the_srtt_series_is_sampled_every_10_ms() {
     assert!((97..=99).contains(&s.len()), "{} samples", s.len());
     let last = *s.last().unwrap();
     assert!((20_000..20_400).contains(&last), "srtt {last} µs");
+}
+
+/// A flow that fits in its initial window and loses its tail (nine segments into a five-frame
+/// buffer behind the shaper's burst) sends nothing when its first ACKs arrive, but they re-arm its timer: the loss probe
+/// goes 2 srtt after the last ACK, as in Linux (`FLAG_SET_XMIT_TIMER`), not at the 1 s the
+/// initial RTO set before any RTT was known.
+#[test]
+fn a_short_flows_lost_tail_is_probed_two_srtt_after_its_last_ack() {
+    let bps = 10_000_000;
+    let frame = u64::from(MSS + WIRE_OVERHEAD_BYTES);
+    for scheme in [Scheme::Cubic, Scheme::Reno] {
+        let mut flow = FlowSpec::bulk(scheme.clone(), 10 * MS);
+        flow.size_bytes = Some(9 * u64::from(MSS));
+        let r = run(
+            config(bps, 5 * frame, 0.0, vec![flow], 3_000),
+            TcpModel::default(),
+        );
+        let f = &r.flows[0];
+        assert!(
+            f.packets_dropped >= 1,
+            "{scheme:?}: {} dropped",
+            f.packets_dropped
+        );
+        assert_eq!(
+            f.timeouts, 0,
+            "{scheme:?}: the probe, not an RTO, repairs the tail"
+        );
+        // About 20 ms path + 6 ms queue per round: the first round, a probe about 2 srtt
+        // after the last ACK, the repair; far below the initial RTO's 1 s.
+        let done = f.completion_ns.expect("completes");
+        assert!(done < 300 * MS, "{scheme:?}: completed at {} ms", done / MS);
+    }
 }
 
 /// A run whose flows have all ended stops there: nothing is left to sample, so a short

@@ -832,6 +832,10 @@ impl Simulation {
             fl.result.completion_ns = Some(now);
         }
         self.pump(f);
+        // The ACK re-armed the sender's timer (a loss probe at 2 x srtt where the unsent
+        // initial window had the initial RTO's 1 s, RACK's reordering timer): its event must
+        // be scheduled even when the ACK sent nothing.
+        self.arm_rto(f);
         if let Some(c) = program_cwnd {
             set_ccp_cwnd(&mut self.flows[f], c, self.trace.as_mut(), now, f);
         }
