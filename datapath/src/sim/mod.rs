@@ -17,6 +17,7 @@
 //! to the wall clock for an external agent). Start reading at [`network::Simulation`]. The
 //! same seed gives the same result bit for bit.
 
+mod ack_trace;
 pub mod cubic;
 pub mod link;
 pub mod lockstep;

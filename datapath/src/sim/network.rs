@@ -13,6 +13,8 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use thiserror::Error;
 
+pub use super::ack_trace::TRACE_DIR_ENV;
+use super::ack_trace::{self, trace_file};
 use super::cubic::BuiltinCubic;
 use super::link::{Admit, Bottleneck, LinkPacket, WIRE_OVERHEAD_BYTES, htb_burst_bytes};
 use super::lockstep::{LockstepAgent, LockstepError};
@@ -278,47 +280,6 @@ pub struct Simulation {
 
 /// The random stream of the CCP record delays (the link's is 1).
 const RECORD_DELAY_STREAM: u64 = 2;
-
-/// Environment variable naming a directory: every run writes a per-ACK CSV trace of its
-/// flows there, in the columns of the kernel bridge's trace
-/// (`ccp_datapath::kernel::KernelBridge::with_trace`; `ca_state` is the built-in Linux
-/// recovery's state, for CCP flows the sender's: 3 from a marked loss to its recovery point), one file per run named by its link, first scheme and
-/// seed. For comparing what a CCP algorithm sees in the simulator and on the kernel
-/// (`docs/calibration.md`).
-pub const TRACE_DIR_ENV: &str = "CCP_SIM_TRACE_DIR";
-
-fn trace_file(cfg: &SimConfig) -> Option<Box<dyn std::io::Write + Send>> {
-    use std::io::Write as _;
-    let dir = std::env::var_os(TRACE_DIR_ENV)?;
-    let rate = match &cfg.link.rate {
-        LinkRate::Constant { bps } => format!("{}M", bps / 1_000_000),
-        LinkRate::Trace(_) => "trace".to_string(),
-    };
-    let first = cfg.flows.first();
-    let scheme = first.map_or_else(String::new, |f| match &f.scheme {
-        Scheme::Ccp { alg } => alg.clone(),
-        Scheme::Reno => "native-reno".into(),
-        Scheme::Cubic => "native-cubic".into(),
-        Scheme::Kernel { cca } => format!("native-{cca}"),
-        Scheme::Fixed { .. } => "fixed".into(),
-    });
-    let owd_ms = first.map_or(0, |f| f.one_way_delay_ns / 1_000_000);
-    let name = format!(
-        "sim-{rate}-{}ms-{}B-{}-{scheme}-s{}.csv",
-        2 * owd_ms,
-        cfg.link.buffer_bytes,
-        cfg.link.loss,
-        cfg.seed
-    );
-    let mut f =
-        std::io::BufWriter::new(std::fs::File::create(std::path::Path::new(&dir).join(name)).ok()?);
-    writeln!(
-        f,
-        "kind,t_ns,flow,ca_state,lost,bytes_acked,pkts_acked,sacked_out,inflight_pkts,cwnd_bytes,rtt_us_or_rate,read_ns"
-    )
-    .ok()?;
-    Some(Box::new(f))
-}
 
 impl Simulation {
     /// Builds a run; `agent` drives the CCP flows (required if any flow uses [`Scheme::Ccp`]).
@@ -952,17 +913,14 @@ fn trace_ack(
         _ if fl.sender.in_recovery() => 3,
         _ => 0,
     };
-    let prims = &out.prims;
-    let _ = writeln!(
+    ack_trace::write_ack(
         trace,
-        "ack,{now},{f},{state},{},{},{},{},{},{},{},{now}",
-        prims.lost_pkts_sample,
-        prims.bytes_acked,
-        out.delivered_pkts,
+        now,
+        f,
+        state,
+        out,
         fl.sender.sacked_pkts(),
-        prims.packets_in_flight,
         fl.sender.cwnd_bytes,
-        prims.rtt_sample_us
     );
 }
 

@@ -496,8 +496,6 @@ struct LinkState {
     shaped: bool,
     /// `bfifo` drops counted by shapers removed since.
     qdisc_drops_before: u64,
-    /// When the trace schedule now running was set (none without a trace).
-    schedule_from: Option<Instant>,
 }
 
 /// Three namespaces, a shaped and delayed path between them, and traffic on demand. See the
@@ -582,7 +580,6 @@ impl Testbed {
                 config: LinkConfig::unlimited(Duration::ZERO),
                 shaped: false,
                 qdisc_drops_before: 0,
-                schedule_from: None,
             }),
             sender,
             router,
@@ -647,11 +644,6 @@ impl Testbed {
         }
         let (data, ack) = relay_params(&link);
         self.relay.set(data, ack);
-        state.schedule_from = match (&state.config.bandwidth, &link.bandwidth) {
-            (Bandwidth::Trace(old), Bandwidth::Trace(new)) if old == new => state.schedule_from,
-            (_, Bandwidth::Trace(_)) => Some(Instant::now()),
-            _ => None,
-        };
         state.config = link;
         Ok(())
     }
@@ -677,14 +669,8 @@ impl Testbed {
     /// starts over with the run: the trace's time zero is the run's, as in the simulator.
     pub fn start(&self, flows: &[FlowSpec]) -> Result<Run, TestbedError> {
         let run = transfer::start(&self.sender, &self.receiver, flows)?;
-        let mut state = self.state();
-        if let Some(set) = state.schedule_from {
+        if matches!(self.state().config.bandwidth, Bandwidth::Trace(_)) {
             self.relay.restart_schedules(run.started());
-            state.schedule_from = Some(run.started());
-            tracing::info!(
-                shift_ms = run.started().saturating_duration_since(set).as_secs_f64() * 1e3,
-                "trace schedule restarted at the run's start"
-            );
         }
         Ok(run)
     }
